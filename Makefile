@@ -1,0 +1,62 @@
+# gvisorgen — see README.md. Tools are built once into a cache outside the repo.
+GO        ?= go
+CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gvisorgen
+TOOLBIN   := $(CACHE)/bin
+KUSTOMIZE_VERSION := v5.8.2
+CUE_VERSION       := v0.17.1
+KUSTOMIZE := $(TOOLBIN)/kustomize-$(KUSTOMIZE_VERSION)
+CUE       := $(TOOLBIN)/cue-$(CUE_VERSION)
+BIN       := .bin/gvisorgen
+
+.PHONY: all build generate check vet test test-node schemas docs fmt lint clean
+all: generate
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gvisorgen
+
+## generate: write overlays/ and generated/ for every target
+generate: build
+	$(BIN) generate
+
+## check: fail when overlays/ or generated/ are stale
+check: build
+	$(BIN) check
+
+## vet: evaluate and validate every target without writing
+vet: build
+	$(BIN) vet
+
+## test: unit, golden, CLI and kustomize-parity tests
+test: $(KUSTOMIZE) $(CUE)
+	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 ./...
+
+## test-node: the installer scripts against real busybox and containerd (apt + go install)
+test-node:
+	sh ci/node/setup.sh
+	sh ci/node/test.sh
+
+## schemas: regenerate cue/cue.mod/gen from k8s.io/api and repair it
+schemas: $(CUE)
+	CUE=$(CUE) sh ci/schemas.sh
+
+## docs: write docs/values.md from the values schema
+docs:
+	$(GO) run ./ci/docsgen > docs/values.md.tmp && mv docs/values.md.tmp docs/values.md
+
+fmt:
+	gofmt -w cmd internal ci
+	$(CUE) fmt ./cue/...
+
+# Tools are versioned by file name; a half-finished install never looks done.
+$(KUSTOMIZE):
+	mkdir -p $(TOOLBIN)/tmp-kustomize
+	GOBIN=$(TOOLBIN)/tmp-kustomize $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(TOOLBIN)/tmp-kustomize/kustomize $@ && rmdir $(TOOLBIN)/tmp-kustomize
+
+$(CUE):
+	mkdir -p $(TOOLBIN)/tmp-cue
+	GOBIN=$(TOOLBIN)/tmp-cue $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
+	mv $(TOOLBIN)/tmp-cue/cue $@ && rmdir $(TOOLBIN)/tmp-cue
+
+clean:
+	rm -rf .bin

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/gen"
+	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/vet"
+)
+
+// inputFlags are accepted the same way by every command that evaluates.
+type inputFlags struct {
+	root    string
+	values  []string
+	sets    []string
+	targets []string
+}
+
+func (f *inputFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.root, "root", ".", "repository root (holds cue/, targets/, overlays/, generated/)")
+	fl.StringArrayVarP(&f.values, "values", "f", nil, "values file (.cue, .yaml, .yml, .json) unified into every target; repeatable")
+	fl.StringArrayVar(&f.sets, "set", nil, "set one value, path=value (e.g. gvisor.version=20250101); repeatable")
+	fl.StringArrayVar(&f.targets, "target", nil, "only this target; repeatable (default: all)")
+}
+
+func (f *inputFlags) options() eval.Options {
+	return eval.Options{Root: f.root, ValuesFiles: f.values, Sets: f.sets, Only: f.targets}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gvisorgen",
+		Short:         "Generate GitOps-ready manifests that install gVisor on Kubernetes nodes",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitErr{code: exitError, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	root.AddCommand(newGenerate(), newCheck(), newVet(), newVersion())
+	return root
+}
+
+func newGenerate() *cobra.Command {
+	var in inputFlags
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Write overlays/ and generated/ for every target (only what changed)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := gen.Build(in.options())
+			if err != nil {
+				return inputErr(err, exitNo)
+			}
+			changes, err := out.Plan(in.root)
+			if err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			if err := tree.Apply(in.root, changes); err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			w := cmd.OutOrStdout()
+			for _, c := range changes {
+				fmt.Fprintf(w, "%-6s %s\n", verb(c.Action), c.Path)
+			}
+			fmt.Fprintf(w, "%d targets, %d files, %d changed\n", len(out.Result.Targets), len(out.Files), len(changes))
+			return nil
+		},
+	}
+	in.register(cmd)
+	return cmd
+}
+
+func verb(a tree.Action) string {
+	return map[tree.Action]string{tree.Create: "wrote", tree.Update: "wrote", tree.Delete: "pruned"}[a]
+}
+
+func newCheck() *cobra.Command {
+	var in inputFlags
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Exit 1 when overlays/ or generated/ differ from what generate would write",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := gen.Build(in.options())
+			if err != nil {
+				// check cannot answer when the inputs do not evaluate.
+				return &exitErr{code: exitError, err: err}
+			}
+			changes, err := out.Plan(in.root)
+			if err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			if len(changes) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", len(out.Result.Targets), len(out.Files))
+				return nil
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "stale: %d files differ from what `gvisorgen generate` writes:\n", len(changes))
+			for _, c := range changes {
+				fmt.Fprintf(w, "  %-7s %s\n", label(c.Action), c.Path)
+			}
+			fmt.Fprintln(w)
+			for _, c := range changes {
+				fmt.Fprint(w, tree.UnifiedDiff(c))
+			}
+			return &exitErr{code: exitNo, err: fmt.Errorf("the tree is stale: run `make generate` and commit the result")}
+		},
+	}
+	in.register(cmd)
+	return cmd
+}
+
+func label(a tree.Action) string {
+	return map[tree.Action]string{tree.Create: "missing", tree.Update: "stale", tree.Delete: "extra"}[a]
+}
+
+func newVet() *cobra.Command {
+	var in inputFlags
+	cmd := &cobra.Command{
+		Use:   "vet",
+		Short: "Evaluate and validate every target without writing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := gen.Build(in.options())
+			if err != nil {
+				return inputErr(err, exitNo)
+			}
+			rep := vet.Targets(out.Result.Targets)
+			w := cmd.OutOrStdout()
+			for _, warn := range rep.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", warn)
+			}
+			if len(rep.Errors) > 0 {
+				for _, e := range rep.Errors {
+					fmt.Fprintf(cmd.ErrOrStderr(), "error: %s\n", e)
+				}
+				return &exitErr{code: exitNo, err: fmt.Errorf("%d objects failed validation", len(rep.Errors))}
+			}
+			fmt.Fprintf(w, "valid: %d targets, %d objects\n", len(out.Result.Targets), rep.Objects)
+			return nil
+		},
+	}
+	in.register(cmd)
+	return cmd
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			v := "(devel)"
+			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+				v = bi.Main.Version
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "gvisorgen %s\n", v)
+		},
+	}
+}

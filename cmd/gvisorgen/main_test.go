@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"gvisorgen": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		// expect CODE ARGS... runs gvisorgen ARGS and succeeds only when it
+		// exits with CODE, so scripts can assert the exact exit code.
+		"expect": func() {
+			want := os.Args[1]
+			got := run(os.Args[2:], os.Stdout, os.Stderr)
+			if strconv.Itoa(got) != want {
+				fmt.Fprintf(os.Stderr, "expect: exit code %d, want %s\n", got, want)
+				os.Exit(99)
+			}
+			os.Exit(0)
+		},
+	})
+}
+
+// TestScripts runs the CLI in process against a copy of the repository's CUE
+// module: every script starts from a fresh repo with cue/ and nothing else.
+func TestScripts(t *testing.T) {
+	cueDir, err := filepath.Abs("../../cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			return os.CopyFS(filepath.Join(env.WorkDir, "cue"), os.DirFS(cueDir))
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"snapshot": snapshot,
+		},
+	})
+}
+
+// snapshot save NAME | snapshot same NAME: records the tree's files (paths,
+// bytes and mtimes) and later asserts that nothing changed, not even an mtime.
+func snapshot(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: snapshot save|same NAME")
+	}
+	state := func() string {
+		var s string
+		for _, top := range []string{"overlays", "generated"} {
+			root := ts.MkAbs(top)
+			_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				info, err := d.Info()
+				if err != nil {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(ts.MkAbs("."), p)
+				s += rel + " " + info.ModTime().String() + " " + string(b) + "\n"
+				return nil
+			})
+		}
+		return s
+	}
+	file := ts.MkAbs(".snapshot-" + args[1])
+	switch args[0] {
+	case "save":
+		if err := os.WriteFile(file, []byte(state()), 0o644); err != nil {
+			ts.Fatalf("%v", err)
+		}
+	case "same":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			ts.Fatalf("%v", err)
+		}
+		same := string(b) == state()
+		if same == neg {
+			ts.Fatalf("tree changed since snapshot %s: %v", args[1], !same)
+		}
+	default:
+		ts.Fatalf("usage: snapshot save|same NAME")
+	}
+}

@@ -1,0 +1,405 @@
+// Package eval loads the CUE module, the repository's targets and the user's
+// values, and evaluates each target into its Kubernetes objects.
+package eval
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/token"
+)
+
+// ReservedNames cannot name a target: they are folders of the tree itself.
+var ReservedNames = map[string]bool{"base": true}
+
+// Options say where the inputs are. The zero value of every slice means "none".
+type Options struct {
+	// Root is the repository root; CUEDir and TargetsDir are relative to it.
+	Root       string
+	CUEDir     string // default "cue"
+	TargetsDir string // default "targets"
+	// ValuesFiles are -f files (.cue, .yaml, .yml, .json), unified into every target.
+	ValuesFiles []string
+	// Sets are --set path=value assignments, unified into every target.
+	Sets []string
+	// Only restricts evaluation to these targets; empty means all.
+	Only []string
+}
+
+// Object is one rendered Kubernetes object.
+type Object struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	Namespace  string
+	// JSON is the object as exported by CUE.
+	JSON []byte
+}
+
+// Target is one cluster's evaluated output.
+type Target struct {
+	Name    string
+	Profile string
+	// Values are the final, concrete values of the target.
+	Values cue.Value
+	// Objects in declaration order.
+	Objects []Object
+}
+
+// Result is the evaluation of every selected target, sorted by name.
+type Result struct {
+	Targets []Target
+	// All names every declared target, selected or not, sorted.
+	All []string
+}
+
+// Error is an input error: the inputs do not evaluate. Its message lists every
+// CUE error with its position.
+type Error struct {
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+type source struct {
+	name string
+	pos  string // where the target is declared, for duplicate-name errors
+	val  cue.Value
+}
+
+// Evaluator holds the loaded module; it evaluates targets from it.
+type Evaluator struct {
+	opts    Options
+	cwd     string
+	ctx     *cue.Context
+	inst    cue.Value
+	schema  cue.Value // #Values
+	profile cue.Value // #Profiles
+	render  cue.Value // #Render
+}
+
+// Load loads and builds the CUE module.
+func Load(opts Options) (*Evaluator, error) {
+	if opts.CUEDir == "" {
+		opts.CUEDir = "cue"
+	}
+	if opts.TargetsDir == "" {
+		opts.TargetsDir = "targets"
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	e := &Evaluator{opts: opts, cwd: cwd, ctx: cuecontext.New()}
+	dir := filepath.Join(opts.Root, opts.CUEDir)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("loading CUE module: %w", err)
+	}
+	insts := load.Instances([]string{"."}, &load.Config{Dir: dir})
+	if len(insts) != 1 {
+		return nil, fmt.Errorf("loading CUE module %s: want one instance, got %d", dir, len(insts))
+	}
+	if err := insts[0].Err; err != nil {
+		return nil, e.cueError(err)
+	}
+	e.inst = e.ctx.BuildInstance(insts[0])
+	if err := e.inst.Err(); err != nil {
+		return nil, e.cueError(err)
+	}
+	e.schema = e.inst.LookupPath(cue.ParsePath("#Values"))
+	e.profile = e.inst.LookupPath(cue.ParsePath("#Profiles"))
+	e.render = e.inst.LookupPath(cue.ParsePath("#Render"))
+	for _, v := range []cue.Value{e.schema, e.profile, e.render} {
+		if !v.Exists() {
+			return nil, fmt.Errorf("CUE module %s lacks #Values, #Profiles or #Render", dir)
+		}
+	}
+	return e, nil
+}
+
+// Context is the CUE context of the loaded module.
+func (e *Evaluator) Context() *cue.Context { return e.ctx }
+
+// Instance is the built CUE module.
+func (e *Evaluator) Instance() cue.Value { return e.inst }
+
+// Profiles is the #Profiles definition.
+func (e *Evaluator) Profiles() cue.Value { return e.profile }
+
+// Schema is the #Values definition.
+func (e *Evaluator) Schema() cue.Value { return e.schema }
+
+// Evaluate evaluates every selected target. Every input error of every target
+// is reported, not only the first.
+func (e *Evaluator) Evaluate() (*Result, error) {
+	targets, err := e.targets()
+	if err != nil {
+		return nil, err
+	}
+	user, err := e.userValues()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	byName := map[string]source{}
+	for _, t := range targets {
+		res.All = append(res.All, t.name)
+		byName[t.name] = t
+	}
+	selected := targets
+	if len(e.opts.Only) > 0 {
+		selected = nil
+		for _, n := range e.opts.Only {
+			t, ok := byName[n]
+			if !ok {
+				return nil, fmt.Errorf("--target %s: no such target (declared: %s)", n, strings.Join(res.All, ", "))
+			}
+			selected = append(selected, t)
+		}
+		sort.Slice(selected, func(i, j int) bool { return selected[i].name < selected[j].name })
+	}
+	var errs errors.Error
+	for _, t := range selected {
+		out, err := e.evalTarget(t, user)
+		if err != nil {
+			errs = errors.Append(errs, errors.Promote(err, ""))
+			continue
+		}
+		res.Targets = append(res.Targets, *out)
+	}
+	if errs != nil {
+		return nil, e.cueError(errs)
+	}
+	return res, nil
+}
+
+func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
+	v := e.schema.Unify(t.val)
+	for _, u := range user {
+		v = v.Unify(u)
+	}
+	v = v.FillPath(cue.ParsePath("target"), t.name)
+	p := v.LookupPath(cue.ParsePath("profile"))
+	profile, err := p.String()
+	if err != nil {
+		if p.Err() != nil {
+			return nil, targetErr(t.name, p.Err())
+		}
+		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: must be set to one of kind, gke, eks (target %q declared at %s)", t.name, t.pos))
+	}
+	prof := e.profile.LookupPath(cue.MakePath(cue.Str(profile)))
+	if !prof.Exists() {
+		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: unknown profile %q (want kind, gke or eks)", profile))
+	}
+	v = v.Unify(prof)
+	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return nil, targetErr(t.name, err)
+	}
+	r := e.render.FillPath(cue.ParsePath("values"), v)
+	objs := r.LookupPath(cue.ParsePath("objects"))
+	if err := objs.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return nil, targetErr(t.name, err)
+	}
+	out := &Target{Name: t.name, Profile: profile, Values: v}
+	it, err := objs.Fields()
+	if err != nil {
+		return nil, targetErr(t.name, err)
+	}
+	for it.Next() {
+		o, err := object(it.Value())
+		if err != nil {
+			return nil, targetErr(t.name, err)
+		}
+		out.Objects = append(out.Objects, o)
+	}
+	return out, nil
+}
+
+func object(v cue.Value) (Object, error) {
+	var o Object
+	b, err := v.MarshalJSON()
+	if err != nil {
+		return o, err
+	}
+	o.JSON = b
+	str := func(p string) string {
+		s, _ := v.LookupPath(cue.ParsePath(p)).String()
+		return s
+	}
+	o.APIVersion = str("apiVersion")
+	o.Kind = str("kind")
+	o.Name = str("metadata.name")
+	o.Namespace = str("metadata.namespace")
+	return o, nil
+}
+
+// targetErr prefixes each error with the target it belongs to.
+func targetErr(name string, err error) error {
+	var out errors.Error
+	for _, e := range errors.Errors(err) {
+		out = errors.Append(out, &prefixed{err: e, prefix: "target " + name})
+	}
+	return out
+}
+
+// prefixed is an error of one target.
+type prefixed struct {
+	err    errors.Error
+	prefix string
+}
+
+func (p *prefixed) Position() token.Pos         { return p.err.Position() }
+func (p *prefixed) InputPositions() []token.Pos { return p.err.InputPositions() }
+func (p *prefixed) Path() []string              { return p.err.Path() }
+func (p *prefixed) Error() string               { return p.prefix + ": " + p.err.Error() }
+func (p *prefixed) Msg() (string, []any)        { return p.err.Msg() }
+
+// cueError renders every error, never "(and N more errors)": the target, the
+// field path as the user writes it, the message, and each position relative to
+// the working directory.
+func (e *Evaluator) cueError(err error) error {
+	var b strings.Builder
+	seen := map[string]bool{}
+	list := errors.Errors(err)
+	if len(list) == 0 {
+		list = []errors.Error{errors.Promote(err, "")}
+	}
+	for _, ce := range list {
+		var line strings.Builder
+		if p, ok := ce.(*prefixed); ok {
+			line.WriteString(p.prefix + ": ")
+		}
+		if path := userPath(ce.Path()); path != "" {
+			line.WriteString(path + ": ")
+		}
+		f, a := ce.Msg()
+		line.WriteString(fmt.Sprintf(f, a...))
+		for _, p := range errors.Positions(ce) {
+			line.WriteString("\n    " + e.rel(p))
+		}
+		if s := line.String(); !seen[s] {
+			seen[s] = true
+			b.WriteString(s + "\n")
+		}
+	}
+	return &Error{Msg: strings.TrimRight(b.String(), "\n")}
+}
+
+// userPath drops the schema's own prefix (#Values, values) from a path.
+func userPath(p []string) string {
+	for len(p) > 0 && (p[0] == "#Values" || p[0] == "values" || p[0] == "#Render") {
+		p = p[1:]
+	}
+	return strings.Join(p, ".")
+}
+
+// targets returns the declared targets: inline ones from the CUE module's
+// `targets` and one per file of the targets folder. A name declared twice is
+// an error naming both places.
+func (e *Evaluator) targets() ([]source, error) {
+	var out []source
+	seen := map[string]source{}
+	var errs errors.Error
+	add := func(s source, pos token.Pos) {
+		if prev, ok := seen[s.name]; ok {
+			errs = errors.Append(errs, errors.Newf(pos, "target %q is declared twice: at %s and at %s", s.name, prev.pos, s.pos))
+			return
+		}
+		if ReservedNames[s.name] {
+			errs = errors.Append(errs, errors.Newf(pos, "target name %q is reserved", s.name))
+			return
+		}
+		if !validName(s.name) {
+			errs = errors.Append(errs, errors.Newf(pos, "target name %q: must be a DNS label (lower-case letters, digits and '-', at most 63 characters)", s.name))
+			return
+		}
+		seen[s.name] = s
+		out = append(out, s)
+	}
+
+	inline := e.inst.LookupPath(cue.ParsePath("targets"))
+	if inline.Exists() {
+		it, err := inline.Fields()
+		if err != nil {
+			return nil, e.cueError(err)
+		}
+		for it.Next() {
+			name := it.Selector().Unquoted()
+			pos := it.Value().Pos()
+			add(source{name: name, pos: e.rel(pos), val: it.Value()}, pos)
+		}
+	}
+
+	dir := filepath.Join(e.opts.Root, e.opts.TargetsDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("reading targets folder: %w", err)
+	}
+	for _, ent := range entries {
+		if ent.IsDir() || strings.HasPrefix(ent.Name(), ".") {
+			continue
+		}
+		ext := filepath.Ext(ent.Name())
+		if !valuesExt[ext] {
+			continue
+		}
+		file := filepath.Join(dir, ent.Name())
+		v, err := e.readValues(file)
+		if err != nil {
+			if ce, ok := err.(*Error); ok {
+				errs = errors.Append(errs, errors.Newf(token.NoPos, "%s", ce.Msg))
+				continue
+			}
+			return nil, err
+		}
+		name := strings.TrimSuffix(ent.Name(), ext)
+		pos := token.NoPos
+		add(source{name: name, pos: e.rel(file), val: v}, pos)
+	}
+	if errs != nil {
+		return nil, e.cueError(errs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+var valuesExt = map[string]bool{".cue": true, ".yaml": true, ".yml": true, ".json": true}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// rel renders a position or a path relative to the working directory.
+func (e *Evaluator) rel(p any) string {
+	switch p := p.(type) {
+	case token.Pos:
+		if !p.IsValid() {
+			return "-"
+		}
+		return fmt.Sprintf("%s:%d:%d", e.rel(p.Filename()), p.Line(), p.Column())
+	case string:
+		if r, err := filepath.Rel(e.cwd, p); err == nil && !strings.HasPrefix(r, "..") {
+			return filepath.ToSlash(r)
+		}
+		return p
+	}
+	return fmt.Sprint(p)
+}

@@ -1,0 +1,84 @@
+// Package gen ties evaluation, rendering and the tree together: it computes the
+// files the repository should hold and what differs on disk.
+package gen
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/render"
+	"github.com/gvisorgen/gvisorgen/internal/tree"
+)
+
+// Output is the wanted tree for the selected targets.
+type Output struct {
+	Result *eval.Result
+	Files  []tree.File
+	// Roots are the folders generate owns for this run: the selected targets'
+	// and, on a full run, those of targets that are no longer declared.
+	Roots []string
+}
+
+// Build evaluates the inputs and renders every selected target. Nothing is
+// written.
+func Build(opts eval.Options) (*Output, error) {
+	ev, err := eval.Load(opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ev.Evaluate()
+	if err != nil {
+		return nil, err
+	}
+	out := &Output{Result: res}
+	for _, t := range res.Targets {
+		files, err := render.Target(opts.Root, t)
+		if err != nil {
+			return nil, err
+		}
+		out.Files = append(out.Files, files...)
+		out.Roots = append(out.Roots, render.Roots(t.Name)...)
+	}
+	if len(opts.Only) == 0 {
+		stale, err := undeclared(opts.Root, res.All)
+		if err != nil {
+			return nil, err
+		}
+		out.Roots = append(out.Roots, stale...)
+	}
+	sort.Strings(out.Roots)
+	return out, nil
+}
+
+// undeclared lists target folders on disk whose target no longer exists, so
+// that their generated files are pruned.
+func undeclared(root string, declared []string) ([]string, error) {
+	known := map[string]bool{}
+	for _, n := range declared {
+		known[n] = true
+	}
+	var out []string
+	for _, top := range []string{render.OverlaysDir, render.GeneratedDir} {
+		entries, err := os.ReadDir(filepath.Join(root, top))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.IsDir() && !known[e.Name()] {
+				out = append(out, path.Join(top, e.Name()))
+			}
+		}
+	}
+	return out, nil
+}
+
+// Plan compares the output with the disk.
+func (o *Output) Plan(root string) ([]tree.Change, error) {
+	return tree.Plan(root, o.Roots, o.Files)
+}

@@ -1,0 +1,143 @@
+package gen
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/render"
+	"github.com/gvisorgen/gvisorgen/internal/tree"
+)
+
+const repoRoot = "../.."
+
+// TestCommittedTreeIsFresh is the golden test of the three default targets:
+// the committed overlays/ and generated/ are the golden trees, and they must
+// be exactly what the generator makes (as `make check` asserts in CI).
+func TestCommittedTreeIsFresh(t *testing.T) {
+	out, err := Build(eval.Options{Root: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := out.Plan(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		t.Errorf("%s %s: run `make generate`\n%s", c.Action, c.Path, tree.UnifiedDiff(c))
+	}
+	var names []string
+	for _, tg := range out.Result.Targets {
+		names = append(names, tg.Name)
+	}
+	if got := strings.Join(names, ","); got != "eks,gke,kind" {
+		t.Errorf("default targets = %s, want eks,gke,kind", got)
+	}
+}
+
+// TestDeterministic builds twice and compares every byte.
+func TestDeterministic(t *testing.T) {
+	a, err := Build(eval.Options{Root: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(eval.Options{Root: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Files) != len(b.Files) {
+		t.Fatalf("%d files, then %d", len(a.Files), len(b.Files))
+	}
+	for i := range a.Files {
+		if a.Files[i].Path != b.Files[i].Path || !bytes.Equal(a.Files[i].Data, b.Files[i].Data) {
+			t.Errorf("file %d differs: %s vs %s", i, a.Files[i].Path, b.Files[i].Path)
+		}
+	}
+}
+
+// TestKustomizeParity: the stdout of the kustomize CLI (the release built on
+// our kustomize/api version, as Argo CD and Flux run it) over each overlay
+// equals the files of generated/<target>, headers removed, joined with "---"
+// in the order kustomize prints. It runs on a temp copy that also holds a
+// user patch, so that patches are covered too.
+func TestKustomizeParity(t *testing.T) {
+	bin := os.Getenv("KUSTOMIZE")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("kustomize"); err != nil {
+			t.Fatal("no kustomize CLI: run `make test`, which installs sigs.k8s.io/kustomize/kustomize/v5@v5.8.2 and sets KUSTOMIZE")
+		}
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "cue"), os.DirFS(filepath.Join(repoRoot, "cue"))); err != nil {
+		t.Fatal(err)
+	}
+	patch := "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: runsc-installer\n  namespace: gvisor-system\nspec:\n  template:\n    spec:\n      tolerations:\n      - operator: Exists\n"
+	if err := os.MkdirAll(filepath.Join(dir, "overlays/gke/patches"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "overlays/gke/patches/tolerate-all.yaml"), []byte(patch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Build(eval.Options{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := out.Plan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Apply(dir, changes); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range out.Result.Targets {
+		t.Run(tg.Name, func(t *testing.T) {
+			cmd := exec.Command(bin, "build", filepath.Join(dir, render.OverlaysDir, tg.Name))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cli, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("kustomize build: %v\n%s", err, stderr.String())
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("kustomize printed warnings: %s", stderr.String())
+			}
+			docs := strings.Split(string(cli), "\n---\n")
+			var joined []string
+			gen := filepath.Join(dir, render.GeneratedDir, tg.Name)
+			entries, err := os.ReadDir(gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != len(docs) {
+				t.Errorf("kustomize printed %d resources, generated/%s holds %d files", len(docs), tg.Name, len(entries))
+			}
+			for _, d := range docs {
+				var meta struct {
+					Kind     string
+					Metadata struct{ Name, Namespace string }
+				}
+				if err := yaml.Unmarshal([]byte(d), &meta); err != nil {
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(filepath.Join(gen, render.FileName(meta.Kind, meta.Metadata.Name, "")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				joined = append(joined, strings.TrimSuffix(string(tree.StripHeader(b)), "\n"))
+			}
+			if got, want := strings.Join(joined, "\n---\n")+"\n", string(cli); got != want {
+				t.Errorf("generated/%s differs from kustomize build:\n--- generated\n%s\n--- kustomize\n%s", tg.Name, got, want)
+			}
+			if tg.Name == "gke" && !strings.Contains(string(cli), "- operator: Exists") {
+				t.Errorf("the user patch was not applied")
+			}
+		})
+	}
+}

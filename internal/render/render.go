@@ -1,0 +1,185 @@
+// Package render turns a target's objects into its kustomize overlay and the
+// rendered output of that overlay, as in-memory files.
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/tree"
+)
+
+const (
+	// OverlaysDir and GeneratedDir are the tree's top folders.
+	OverlaysDir  = "overlays"
+	GeneratedDir = "generated"
+	// PatchesDir is the hand-written part of an overlay.
+	PatchesDir = "patches"
+)
+
+// Roots are the folders a target owns: generate writes and prunes only there.
+func Roots(target string) []string {
+	return []string{path.Join(OverlaysDir, target), path.Join(GeneratedDir, target)}
+}
+
+// Target renders one target: its overlay files and its rendered output. root
+// is the repository root, read for the target's hand-written patches.
+func Target(root string, t eval.Target) ([]tree.File, error) {
+	overlay := path.Join(OverlaysDir, t.Name)
+	var files []tree.File
+	var resources []string
+	for _, o := range t.Objects {
+		y, err := yaml.JSONToYAML(o.JSON)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %s %s: %w", t.Name, o.Kind, o.Name, err)
+		}
+		name := FileName(o.Kind, o.Name, "")
+		resources = append(resources, name)
+		files = append(files, tree.File{Path: path.Join(overlay, name), Data: tree.WithHeader(y)})
+	}
+	patches, err := userPatches(filepath.Join(root, filepath.FromSlash(overlay)))
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", t.Name, err)
+	}
+	kust := kustomization(resources, patches)
+	files = append(files, tree.File{Path: path.Join(overlay, "kustomization.yaml"), Data: kust})
+
+	rendered, err := build(files, patches, overlay)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: kustomize build %s: %w", t.Name, overlay, err)
+	}
+	for _, r := range rendered {
+		files = append(files, tree.File{Path: path.Join(GeneratedDir, t.Name, r.Path), Data: r.Data})
+	}
+	return files, nil
+}
+
+// FileName is the naming rule of per-resource files: the lower-case kind and
+// the name, joined by '-'; the namespace is added when the name alone is not
+// unique in the target.
+func FileName(kind, name, namespace string) string {
+	parts := []string{strings.ToLower(kind)}
+	if namespace != "" {
+		parts = append(parts, namespace)
+	}
+	parts = append(parts, name)
+	return strings.Join(parts, "-") + ".yaml"
+}
+
+// patchSet is what a target's patches/ folder holds.
+type patchSet struct {
+	// component is true when patches/kustomization.yaml exists: the folder is
+	// then a kustomize Component the user writes in full.
+	component bool
+	// files are the patch files (relative to the overlay) and their content.
+	files []tree.File
+}
+
+func userPatches(overlayDir string) (patchSet, error) {
+	var ps patchSet
+	dir := filepath.Join(overlayDir, PatchesDir)
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return ps, nil
+	}
+	if err != nil {
+		return ps, fmt.Errorf("reading patches: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		switch filepath.Ext(e.Name()) {
+		case ".yaml", ".yml", ".json":
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return ps, fmt.Errorf("reading patches: %w", err)
+		}
+		if e.Name() == "kustomization.yaml" || e.Name() == "kustomization.yml" {
+			ps.component = true
+		}
+		ps.files = append(ps.files, tree.File{Path: path.Join(PatchesDir, e.Name()), Data: b})
+	}
+	sort.Slice(ps.files, func(i, j int) bool { return ps.files[i].Path < ps.files[j].Path })
+	return ps, nil
+}
+
+// kustomization is the generated kustomization.yaml. sortOptions is pinned so
+// that krusty and the kustomize CLI (what Argo CD and Flux run) print the same
+// order.
+func kustomization(resources []string, ps patchSet) []byte {
+	var b bytes.Buffer
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	b.WriteString("sortOptions:\n  order: legacy\n")
+	b.WriteString("resources:\n")
+	for _, r := range resources {
+		fmt.Fprintf(&b, "- %s\n", r)
+	}
+	if ps.component {
+		fmt.Fprintf(&b, "components:\n- %s\n", PatchesDir)
+	} else if len(ps.files) > 0 {
+		b.WriteString("patches:\n")
+		for _, f := range ps.files {
+			fmt.Fprintf(&b, "- path: %s\n", f.Path)
+		}
+	}
+	return tree.WithHeader(b.Bytes())
+}
+
+// build runs kustomize in memory over the overlay and returns one file per
+// resource, in the order kustomize prints them.
+func build(overlay []tree.File, ps patchSet, dir string) ([]tree.File, error) {
+	fs := filesys.MakeFsInMemory()
+	for _, f := range overlay {
+		if err := fs.WriteFile("/"+f.Path, f.Data); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range ps.files {
+		if err := fs.WriteFile("/"+path.Join(dir, f.Path), f.Data); err != nil {
+			return nil, err
+		}
+	}
+	opts := krusty.MakeDefaultOptions()
+	// The kustomization's sortOptions decide the order, as in the CLI.
+	opts.Reorder = krusty.ReorderOptionUnspecified
+	m, err := krusty.MakeKustomizer(opts).Run(fs, "/"+dir)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]int{}
+	for _, r := range m.Resources() {
+		names[FileName(r.GetKind(), r.GetName(), "")]++
+	}
+	var out []tree.File
+	seen := map[string]bool{}
+	for _, r := range m.Resources() {
+		y, err := r.AsYAML()
+		if err != nil {
+			return nil, err
+		}
+		name := FileName(r.GetKind(), r.GetName(), "")
+		if names[name] > 1 {
+			name = FileName(r.GetKind(), r.GetName(), r.GetNamespace())
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("two resources render to the same file %s", name)
+		}
+		seen[name] = true
+		out = append(out, tree.File{Path: name, Data: tree.WithHeader(y)})
+	}
+	return out, nil
+}
