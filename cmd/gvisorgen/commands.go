@@ -125,17 +125,35 @@ func label(a tree.Action) string {
 
 func newVet() *cobra.Command {
 	var in inputFlags
+	var manifests string
 	cmd := &cobra.Command{
 		Use:   "vet",
-		Short: "Evaluate and validate every target without writing",
-		Args:  cobra.NoArgs,
+		Short: "Evaluate and validate every target without writing, or validate rendered manifests",
+		Long: `vet evaluates every target and validates its objects: the CUE constraints, then a strict
+decoding into the Kubernetes Go types (unknown fields rejected), plus warnings.
+
+With --manifests PATH (a file, a folder, or - for stdin) it validates rendered objects instead,
+e.g. the output of kustomize build over an overlay with your own patches.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := gen.Build(in.options())
-			if err != nil {
-				return inputErr(err, exitNo)
+			var rep vet.Report
+			var targets int
+			if manifests != "" {
+				ev, err := eval.Load(in.options())
+				if err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				if rep, err = vet.Manifests(ev, manifests, cmd.InOrStdin()); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+			} else {
+				out, err := gen.Build(in.options())
+				if err != nil {
+					return inputErr(err, exitNo)
+				}
+				rep = vet.Targets(out.Result.Targets)
+				targets = len(out.Result.Targets)
 			}
-			rep := vet.Targets(out.Result.Targets)
-			w := cmd.OutOrStdout()
 			for _, warn := range rep.Warnings {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", warn)
 			}
@@ -143,13 +161,18 @@ func newVet() *cobra.Command {
 				for _, e := range rep.Errors {
 					fmt.Fprintf(cmd.ErrOrStderr(), "error: %s\n", e)
 				}
-				return &exitErr{code: exitNo, err: fmt.Errorf("%d objects failed validation", len(rep.Errors))}
+				return &exitErr{code: exitNo, err: fmt.Errorf("%d of %d objects failed validation", len(rep.Errors), rep.Objects)}
 			}
-			fmt.Fprintf(w, "valid: %d targets, %d objects\n", len(out.Result.Targets), rep.Objects)
+			if manifests != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "valid: %d objects\n", rep.Objects)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "valid: %d targets, %d objects\n", targets, rep.Objects)
+			}
 			return nil
 		},
 	}
 	in.register(cmd)
+	cmd.Flags().StringVar(&manifests, "manifests", "", "validate rendered objects from a file, a folder, or - (stdin)")
 	return cmd
 }
 

@@ -142,6 +142,15 @@ func constraint(v cue.Value) string {
 	return s
 }
 
+// notValues are definitions of the module that are not part of the values
+// contract.
+var notValues = []string{"#Values", "#Profiles", "#Render", "#Objects", "#ClusterMeta", "#NamespacedMeta", "#PodSpec", "#Container"}
+
+// Reference writes the values reference of a loaded module.
+func Reference(w io.Writer, schema, profiles, inst cue.Value) error {
+	return Markdown(w, Rows(schema, profiles), Definitions(inst, notValues...))
+}
+
 // Markdown writes the reference.
 func Markdown(w io.Writer, rows, defs []Row) error {
 	var b bytes.Buffer

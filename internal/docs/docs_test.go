@@ -17,7 +17,7 @@ func TestValuesReferenceIsFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := Markdown(&b, Rows(ev.Schema(), ev.Profiles()), Definitions(ev.Instance(), "#Values", "#Profiles", "#Render")); err != nil {
+	if err := Reference(&b, ev.Schema(), ev.Profiles(), ev.Instance()); err != nil {
 		t.Fatal(err)
 	}
 	committed, err := os.ReadFile("../../docs/values.md")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -261,27 +262,31 @@ func (p *prefixed) Path() []string              { return p.err.Path() }
 func (p *prefixed) Error() string               { return p.prefix + ": " + p.err.Error() }
 func (p *prefixed) Msg() (string, []any)        { return p.err.Msg() }
 
+// FormatError renders a CUE error the way every command prints errors.
+func (e *Evaluator) FormatError(err error) string { return e.cueError(err).Error() }
+
 // cueError renders every error, never "(and N more errors)": the target, the
 // field path as the user writes it, the message, and each position relative to
-// the working directory.
+// the working directory. A disjunction's errors are folded into one message.
 func (e *Evaluator) cueError(err error) error {
-	var b strings.Builder
-	seen := map[string]bool{}
 	list := errors.Errors(err)
 	if len(list) == 0 {
 		list = []errors.Error{errors.Promote(err, "")}
 	}
-	for _, ce := range list {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, m := range fold(list) {
 		var line strings.Builder
-		if p, ok := ce.(*prefixed); ok {
-			line.WriteString(p.prefix + ": ")
+		if m.prefix != "" {
+			line.WriteString(m.prefix + ": ")
 		}
-		if path := userPath(ce.Path()); path != "" {
-			line.WriteString(path + ": ")
+		if m.path != "" {
+			line.WriteString(m.path + ": ")
 		}
-		f, a := ce.Msg()
-		line.WriteString(fmt.Sprintf(f, a...))
-		for _, p := range errors.Positions(ce) {
+		line.WriteString(m.msg)
+		// The user's own positions first, then the schema's.
+		sort.SliceStable(m.pos, func(i, j int) bool { return !e.inModule(m.pos[i]) && e.inModule(m.pos[j]) })
+		for _, p := range m.pos {
 			line.WriteString("\n    " + e.rel(p))
 		}
 		if s := line.String(); !seen[s] {
@@ -292,10 +297,128 @@ func (e *Evaluator) cueError(err error) error {
 	return &Error{Msg: strings.TrimRight(b.String(), "\n")}
 }
 
-// userPath drops the schema's own prefix (#Values, values) from a path.
+func (e *Evaluator) inModule(p token.Pos) bool {
+	dir, err := filepath.Abs(filepath.Join(e.opts.Root, e.opts.CUEDir))
+	return err == nil && strings.HasPrefix(p.Filename(), dir+string(filepath.Separator))
+}
+
+// message is one printed error.
+type message struct {
+	prefix, path, msg string
+	pos               []token.Pos
+}
+
+var (
+	disjunctionMsg = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+	conflictMsg    = regexp.MustCompile(`^conflicting values (.+?) and (.+?)( \(mismatched types .*\))?$`)
+)
+
+// fold merges the errors CUE reports for one failed disjunction. When other
+// errors explain the failure (e.g. "out of bound"), the conflicts with the
+// disjunction's other branches (often just a default) are dropped; when only
+// conflicts remain, they become one "V is not one of A, B" message.
+func fold(list []errors.Error) []message {
+	var out []message
+	for i := 0; i < len(list); i++ {
+		m := toMessage(list[i])
+		if !disjunctionMsg.MatchString(m.msg) {
+			out = append(out, m)
+			continue
+		}
+		var group []message
+		for i+1 < len(list) {
+			n := toMessage(list[i+1])
+			if n.path != m.path || n.prefix != m.prefix || disjunctionMsg.MatchString(n.msg) {
+				break
+			}
+			group = append(group, n)
+			i++
+		}
+		var others []message
+		counts := map[string]int{}
+		var conflicts [][2]string
+		for _, g := range group {
+			c := conflictMsg.FindStringSubmatch(g.msg)
+			if c == nil {
+				others = append(others, g)
+				continue
+			}
+			conflicts = append(conflicts, [2]string{c[1], c[2]})
+			counts[c[1]]++
+			counts[c[2]]++
+			m.pos = appendPos(m.pos, g.pos...)
+		}
+		if len(others) > 0 || len(conflicts) == 0 {
+			out = append(out, others...)
+			continue
+		}
+		// The value the user wrote is the one every conflict shares.
+		var got string
+		for v, n := range counts {
+			if n == len(conflicts) && (got == "" || v < got) {
+				got = v
+			}
+		}
+		var want []string
+		for _, c := range conflicts {
+			if c[0] != got {
+				want = append(want, c[0])
+			} else {
+				want = append(want, c[1])
+			}
+		}
+		sort.Strings(want)
+		if len(conflicts) == 1 {
+			got, want = conflicts[0][1], []string{conflicts[0][0]}
+		}
+		m.msg = fmt.Sprintf("%s is not allowed: want one of %s", got, strings.Join(want, ", "))
+		out = append(out, m)
+	}
+	return out
+}
+
+func toMessage(ce errors.Error) message {
+	var m message
+	if p, ok := ce.(*prefixed); ok {
+		m.prefix = p.prefix
+	}
+	m.path = userPath(ce.Path())
+	f, a := ce.Msg()
+	m.msg = fmt.Sprintf(f, a...)
+	m.pos = appendPos(nil, errors.Positions(ce)...)
+	return m
+}
+
+func appendPos(list []token.Pos, ps ...token.Pos) []token.Pos {
+	for _, p := range ps {
+		dup := false
+		for _, q := range list {
+			if q.String() == p.String() {
+				dup = true
+			}
+		}
+		if !dup {
+			list = append(list, p)
+		}
+	}
+	return list
+}
+
+// userPath drops the schema's own prefix (#Values, values, #Objects."v1/Kind")
+// from a path.
 func userPath(p []string) string {
-	for len(p) > 0 && (p[0] == "#Values" || p[0] == "values" || p[0] == "#Render") {
-		p = p[1:]
+	for len(p) > 0 {
+		switch p[0] {
+		case "#Values", "values", "#Render":
+			p = p[1:]
+			continue
+		case "#Objects":
+			if len(p) > 1 {
+				p = p[2:]
+				continue
+			}
+		}
+		break
 	}
 	return strings.Join(p, ".")
 }

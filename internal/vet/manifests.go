@@ -1,0 +1,137 @@
+package vet
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	cueyaml "cuelang.org/go/encoding/yaml"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+)
+
+// Manifests validates rendered objects — a file, every YAML or JSON file of a
+// folder, or stdin ("-") — with the module's typed object schema (#Objects)
+// and then strictly against the Kubernetes Go types. Kustomization files are
+// skipped. The error is non-nil only when the input cannot be read.
+func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error) {
+	var r Report
+	files, err := manifestFiles(path)
+	if err != nil {
+		return r, err
+	}
+	schema := ev.Instance().LookupPath(cue.ParsePath("#Objects"))
+	for _, f := range files {
+		var src []byte
+		name := f
+		if f == "-" {
+			name = "<stdin>"
+			if src, err = io.ReadAll(stdin); err != nil {
+				return r, fmt.Errorf("reading stdin: %w", err)
+			}
+		} else if src, err = os.ReadFile(f); err != nil {
+			return r, fmt.Errorf("reading manifests: %w", err)
+		}
+		abs := name
+		if f != "-" {
+			abs, _ = filepath.Abs(f)
+		}
+		dec := cueyaml.NewDecoder(abs, bytes.NewReader(src))
+		for i := 0; ; i++ {
+			x, err := dec.Extract()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				r.Errors = append(r.Errors, ev.FormatError(err))
+				break
+			}
+			v := ev.Context().BuildExpr(x)
+			if err := v.Err(); err != nil {
+				r.Errors = append(r.Errors, ev.FormatError(err))
+				continue
+			}
+			if v.IncompleteKind() == cue.NullKind {
+				continue // an empty document
+			}
+			apiVersion, _ := v.LookupPath(cue.ParsePath("apiVersion")).String()
+			kind, _ := v.LookupPath(cue.ParsePath("kind")).String()
+			objName, _ := v.LookupPath(cue.ParsePath("metadata.name")).String()
+			where := fmt.Sprintf("%s: document %d (%s %s)", name, i+1, kind, objName)
+			if kind == "Kustomization" || kind == "Component" {
+				continue
+			}
+			r.Objects++
+			def := schema.LookupPath(cue.MakePath(cue.Str(apiVersion + "/" + kind)))
+			if !def.Exists() {
+				r.Errors = append(r.Errors, fmt.Sprintf("%s: apiVersion %q kind %q: not a type gvisorgen knows (%s)", where, apiVersion, kind, strings.Join(knownTypes(schema), ", ")))
+				continue
+			}
+			u := def.Unify(v)
+			if err := u.Validate(cue.Concrete(true)); err != nil {
+				r.Errors = append(r.Errors, where+":\n"+ev.FormatError(err))
+				continue
+			}
+			b, err := v.MarshalJSON()
+			if err != nil {
+				r.Errors = append(r.Errors, where+": "+err.Error())
+				continue
+			}
+			if err := Object(apiVersion, kind, b); err != nil {
+				r.Errors = append(r.Errors, where+": "+err.Error())
+			}
+		}
+	}
+	return r, nil
+}
+
+func knownTypes(schema cue.Value) []string {
+	var out []string
+	it, err := schema.Fields()
+	if err != nil {
+		return nil
+	}
+	for it.Next() {
+		out = append(out, it.Selector().Unquoted())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func manifestFiles(path string) ([]string, error) {
+	if path == "-" {
+		return []string{"-"}, nil
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifests: %w", err)
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".yaml", ".yml", ".json":
+			if !d.IsDir() {
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading manifests: %w", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
