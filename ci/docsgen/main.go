@@ -16,9 +16,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "docsgen: %v\n", err)
 		os.Exit(1)
 	}
-	rows := docs.Rows(ev.Schema(), ev.Profiles())
-	defs := docs.Definitions(ev.Instance(), "#Values", "#Profiles", "#Render")
-	if err := docs.Markdown(os.Stdout, rows, defs); err != nil {
+	if err := docs.Reference(os.Stdout, ev.Schema(), ev.Profiles(), ev.Instance()); err != nil {
 		fmt.Fprintf(os.Stderr, "docsgen: %v\n", err)
 		os.Exit(1)
 	}
