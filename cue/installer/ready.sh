@@ -1,0 +1,59 @@
+#!/bin/sh
+# ready.sh: readiness probe of the runsc-installer DaemonSet's main container (exec probe: sh /gvisorgen/ready.sh).
+#
+# Exit 0 only when the node's real state is what the mode asks for, so that `kubectl rollout status` of the DaemonSet
+# means "every node has gVisor" (or, in uninstall mode, "no node has it any more"):
+#   install mode:   the stamp in INSTALL_DIR names GVISOR_VERSION and this arch, every installed file it lists exists
+#                   and is executable, CONTAINERD_CONFIG is byte for byte the config that configure-containerd
+#                   validated and saw containerd come back with (CONTAINERD_CONFIG.gvisorgen-applied), runsc.toml
+#                   exists when gvisorgen's block references it, and containerd answers with its CRI plugin loaded;
+#   uninstall mode: no stamp, no runsc/shim that gvisorgen installed, no gvisorgen block in the config, no
+#                   gvisorgen runsc.toml, and containerd answers with CRI loaded.
+# Cheap on purpose (it runs every few seconds): no hashing of the binaries (install-runsc does that), one `ctr`.
+# Environment: the same as the init containers (HOST_ROOT HOST_EXEC GVISOR_MODE GVISOR_VERSION INSTALL_DIR
+#   CONTAINERD_CONFIG RUNSC_CONFIG); the generator must set them on the main container too.
+set -eu
+GVZ_NAME=ready
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
+# shellcheck disable=SC2086 # list of applet names
+gvz_need_applets $GVZ_BASE_APPLETS uname
+gvz_load_env
+
+IDIR=$HOST_ROOT$INSTALL_DIR
+STAMP=$HOST_ROOT$GVZ_STAMP
+CFG=$HOST_ROOT$CONTAINERD_CONFIG
+APPLIED=$HOST_ROOT$GVZ_APPLIED
+RCFG=$HOST_ROOT$RUNSC_CONFIG
+
+not_ready() {
+	echo "not ready: $*" >&2
+	exit 1
+}
+
+has_block() { [ -f "$CFG" ] && grep -qxF "$GVZ_BEGIN" "$CFG"; }
+
+addr=/run/containerd/containerd.sock
+if [ "$GVISOR_MODE" = install ]; then
+	gvz_check_version
+	arch=$(gvz_arch)
+	[ -f "$STAMP" ] || not_ready "no stamp $GVZ_STAMP: gVisor is not installed"
+	[ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || not_ready "the stamp does not name $GVISOR_VERSION"
+	[ "$(awk '$1 == "arch" { print $2 }' "$STAMP")" = "$arch" ] || not_ready "the stamp does not name $arch"
+	for f in runsc containerd-shim-runsc-v1 $(awk '$1 == "file" { print $3 }' "$STAMP"); do
+		if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
+	done
+	[ -f "$CFG" ] || not_ready "no $CONTAINERD_CONFIG"
+	[ -f "$APPLIED" ] || not_ready "containerd was never seen running with the runsc runtime ($GVZ_APPLIED missing)"
+	[ "$(head -n 1 "$APPLIED")" = "$(gvz_sha512 "$CFG")" ] || not_ready "$CONTAINERD_CONFIG changed since configure-containerd validated it"
+	if has_block; then [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"; fi
+	a=$(sed -n 2p "$APPLIED")
+	[ -z "$a" ] || addr=$a
+else
+	[ ! -e "$STAMP" ] || not_ready "the stamp $GVZ_STAMP is still there"
+	! has_block || not_ready "gvisorgen's block is still in $CONTAINERD_CONFIG"
+	[ ! -e "$APPLIED" ] || not_ready "$GVZ_APPLIED is still there"
+	if [ -f "$RCFG" ] && head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then not_ready "$RUNSC_CONFIG is still there"; fi
+fi
+gvz_cri_ok "$addr" || not_ready "containerd does not answer on $addr with its CRI plugin loaded"
+exit 0
