@@ -1,3 +1,0 @@
-#!/bin/sh
-set -eu
-echo placeholder
