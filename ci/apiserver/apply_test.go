@@ -1,0 +1,293 @@
+//go:build apiserver
+
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Module versions whose zips carry the Argo CD and Flux CRDs. They are only
+// downloaded when delivery/ exists.
+var crdModules = []struct{ module, dir string }{
+	{"github.com/argoproj/argo-cd/v3@v3.6.1", "manifests/crds"},
+	{"github.com/fluxcd/source-controller@v1.10.1", "config/crd/bases"},
+	{"github.com/fluxcd/kustomize-controller@v1.10.1", "config/crd/bases"},
+}
+
+// object is the identity of one document of a manifest file.
+type object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"metadata"`
+	Spec struct { // CRDs only
+		Group    string                  `yaml:"group"`
+		Names    struct{ Plural string } `yaml:"names"`
+		Versions []struct {
+			Name   string `yaml:"name"`
+			Served bool   `yaml:"served"`
+		} `yaml:"versions"`
+	} `yaml:"spec"`
+}
+
+func (o object) String() string {
+	s := o.Kind + "/" + o.Metadata.Name
+	if o.Metadata.Namespace != "" {
+		s = o.Metadata.Namespace + "/" + s
+	}
+	return s
+}
+
+// readObjects reads every non-empty YAML document of a file.
+func readObjects(t testing.TB, path string) []object {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var objs []object
+	dec := yaml.NewDecoder(f)
+	for {
+		var o object
+		err := dec.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if o.Kind != "" {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+// manifestFiles lists the YAML files under dir, recursively, sorted.
+func manifestFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// targets lists the folders of generated/.
+func targets(t testing.TB, root string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(root, "generated"))
+	if err != nil {
+		t.Fatalf("read generated/: %v", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("generated/ has no target folders")
+	}
+	return out
+}
+
+// TestAPIServer starts one etcd + kube-apiserver and runs every suite against
+// it: the generated objects, the delivery objects and the mutation suite.
+func TestAPIServer(t *testing.T) {
+	root := repoRoot(t)
+	c := startCluster(t)
+	t.Run("generated", func(t *testing.T) { testGenerated(t, c, root) })
+	t.Run("delivery", func(t *testing.T) { testDelivery(t, c, root) })
+	t.Run("mutations", func(t *testing.T) { testMutations(t, c, root) })
+}
+
+// ensureNamespaces creates, for real, the Namespace objects among files (a
+// dry-run namespace is not stored, so namespaced dry runs would fail without
+// it), then any namespace the objects name that no file defines.
+func ensureNamespaces(t *testing.T, c *cluster, files []string) {
+	t.Helper()
+	ctx := context.Background()
+	defined := map[string]bool{}
+	referenced := map[string]bool{}
+	for _, f := range files {
+		for _, o := range readObjects(t, f) {
+			if o.Kind == "Namespace" && o.APIVersion == "v1" {
+				if out, err := c.apply(ctx, f); err != nil {
+					t.Fatalf("%s: create namespace %s: %v\n%s", f, o.Metadata.Name, err, out)
+				}
+				defined[o.Metadata.Name] = true
+			} else if o.Metadata.Namespace != "" {
+				referenced[o.Metadata.Namespace] = true
+			}
+		}
+	}
+	for ns := range referenced {
+		if defined[ns] {
+			continue
+		}
+		if code, _, err := c.get("/api/v1/namespaces/" + ns); err == nil && code == http.StatusOK {
+			continue
+		}
+		t.Logf("namespace %s is used but not defined by these files: creating it", ns)
+		if out, err := c.kubectl(ctx, "create", "namespace", ns); err != nil {
+			t.Fatalf("create namespace %s: %v\n%s", ns, err, out)
+		}
+	}
+}
+
+// dryRunAll dry-runs every file and fails with the server's own message.
+func dryRunAll(t *testing.T, c *cluster, root string, files []string) {
+	t.Helper()
+	for _, f := range files {
+		rel, _ := filepath.Rel(root, f)
+		out, err := c.dryRun(context.Background(), f)
+		if err != nil {
+			t.Errorf("%s: rejected by kube-apiserver:\n%s", rel, strings.TrimSpace(out))
+			continue
+		}
+		if strings.Contains(out, "Warning:") {
+			t.Logf("%s: accepted with warnings:\n%s", rel, strings.TrimSpace(out))
+		} else {
+			t.Logf("%s: accepted: %s", rel, strings.TrimSpace(out))
+		}
+	}
+}
+
+func testGenerated(t *testing.T, c *cluster, root string) {
+	n := 0
+	for _, target := range targets(t, root) {
+		files := manifestFiles(t, filepath.Join(root, "generated", target))
+		if len(files) == 0 {
+			t.Errorf("generated/%s has no YAML files", target)
+			continue
+		}
+		ensureNamespaces(t, c, files)
+		dryRunAll(t, c, root, files)
+		n += len(files)
+	}
+	t.Logf("generated: %d files dry-run applied", n)
+}
+
+func testDelivery(t *testing.T, c *cluster, root string) {
+	dir := filepath.Join(root, "delivery")
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		t.Log("delivery/ does not exist yet: no Argo CD / Flux CRDs installed, no delivery objects applied")
+		return
+	}
+	var files []string
+	for _, f := range manifestFiles(t, dir) {
+		objs := readObjects(t, f)
+		// kustomization.yaml files are kustomize's input, not API objects.
+		if len(objs) > 0 && strings.HasPrefix(objs[0].APIVersion, "kustomize.config.k8s.io/") {
+			continue
+		}
+		if len(objs) > 0 {
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("delivery/ exists but holds no API objects")
+	}
+	installCRDs(t, c)
+	ensureNamespaces(t, c, files)
+	dryRunAll(t, c, root, files)
+}
+
+// installCRDs takes the Argo CD and Flux CRDs from their Go module zips,
+// applies them for real and polls discovery until every served version of
+// every CRD is there (polling discovery is steadier than `kubectl wait
+// --for condition=Established`).
+func installCRDs(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	type gv struct{ path, plural string }
+	var want []gv
+	for _, m := range crdModules {
+		cmd := exec.Command("go", "mod", "download", "-json", m.module)
+		cmd.Dir = t.TempDir() // outside any module: nothing is added to a go.mod
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go mod download %s: %v\n%s", m.module, err, out)
+		}
+		var info struct{ Dir, Error string }
+		if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+			t.Fatalf("go mod download %s: %v %s\n%s", m.module, err, info.Error, out)
+		}
+		files := manifestFiles(t, filepath.Join(info.Dir, m.dir))
+		n := 0
+		for _, f := range files {
+			objs := readObjects(t, f)
+			if len(objs) != 1 || objs[0].Kind != "CustomResourceDefinition" {
+				continue
+			}
+			if out, err := c.apply(ctx, f); err != nil {
+				t.Fatalf("install CRD %s from %s: %v\n%s", filepath.Base(f), m.module, err, out)
+			}
+			for _, v := range objs[0].Spec.Versions {
+				if v.Served {
+					want = append(want, gv{"/apis/" + objs[0].Spec.Group + "/" + v.Name, objs[0].Spec.Names.Plural})
+				}
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("no CRDs found in %s/%s", m.module, m.dir)
+		}
+		t.Logf("installed %d CRDs from %s", n, m.module)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, w := range want {
+		for {
+			code, body, err := c.get(w.path)
+			if err == nil && code == http.StatusOK {
+				var list struct{ Resources []struct{ Name string } }
+				if json.Unmarshal([]byte(body), &list) == nil && hasResource(list.Resources, w.plural) {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("discovery never showed %s in %s (last: %d %v)", w.plural, w.path, code, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	t.Logf("discovery shows all %d CRD versions", len(want))
+}
+
+func hasResource(rs []struct{ Name string }, plural string) bool {
+	for _, r := range rs {
+		if r.Name == plural {
+			return true
+		}
+	}
+	return false
+}
