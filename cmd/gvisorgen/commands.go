@@ -45,7 +45,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitErr{code: exitError, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newGenerate(), newCheck(), newVet(), newVersion())
+	root.AddCommand(newGenerate(), newCheck(), newVet(), newDiff(), newVersion())
 	return root
 }
 

@@ -1,0 +1,118 @@
+// Package gitsrc materialises the generator's inputs as they are at a git ref,
+// in a temporary folder, without touching the checkout or the index.
+package gitsrc
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Inputs are the top-level paths the generator reads.
+var Inputs = []string{"cue", "targets", "overlays"}
+
+// Resolve returns the commit a ref names, or an error saying the ref is unknown.
+func Resolve(repo, ref string) (string, error) {
+	out, err := git(repo, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("unknown git ref %q", ref)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// MergeBase is the merge base of HEAD with the main branch (origin/main, main,
+// origin/master or master, the first that exists).
+func MergeBase(repo string) (string, error) {
+	for _, b := range []string{"origin/main", "main", "origin/master", "master"} {
+		if _, err := Resolve(repo, b); err != nil {
+			continue
+		}
+		out, err := git(repo, "merge-base", "HEAD", b)
+		if err != nil {
+			return "", fmt.Errorf("merge base of HEAD and %s: %w", b, err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	return "", errors.New("no main branch (origin/main, main, origin/master, master) to diff against: pass --base")
+}
+
+// Export writes the generator's inputs at commit into dest.
+func Export(repo, commit, dest string) error {
+	out, err := git(repo, "ls-tree", "--name-only", commit, "--")
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		present[l] = true
+	}
+	args := []string{"archive", "--format=tar", commit, "--"}
+	n := 0
+	for _, p := range Inputs {
+		if present[p] {
+			args = append(args, p)
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("commit %.12s holds none of %s", commit, strings.Join(Inputs, ", "))
+	}
+	tarball, err := git(repo, args...)
+	if err != nil {
+		return err
+	}
+	return untar(bytes.NewReader(tarball), dest)
+}
+
+func untar(r io.Reader, dest string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading git archive: %w", err)
+		}
+		name := filepath.Clean(filepath.FromSlash(h.Name))
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("git archive: unsafe path %q", h.Name)
+		}
+		p := filepath.Join(dest, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				return err
+			}
+		}
+		// Symlinks and the rest are not inputs of the generator.
+	}
+}
+
+func git(repo string, args ...string) ([]byte, error) {
+	cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
