@@ -1,0 +1,315 @@
+//go:build nodetest
+
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Host is one fake node: a host tree (HOST_ROOT) whose /etc/containerd, /usr/local/bin, /run and /home are
+// bind-mounted over the machine's own in a private mount namespace by the HOST_EXEC wrapper, a fake systemctl that
+// (re)starts a real containerd with a private root, and the chosen containerd version as the host's `containerd`.
+type Host struct {
+	t        *testing.T
+	Dir      string // test scratch
+	Root     string // HOST_ROOT
+	Exec     string // HOST_EXEC
+	Ctrd     string // the host's containerd binary
+	CtrdName string // "16" or "24"
+	Env      map[string]string
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func newHost(t *testing.T, ver string) *Host {
+	t.Helper()
+	h := &Host{t: t, Dir: t.TempDir(), CtrdName: ver}
+	h.Ctrd = map[string]string{"16": ctrd16, "24": ctrd24}[ver]
+	if h.Ctrd == "" {
+		t.Fatalf("unknown containerd %q", ver)
+	}
+	h.Root = filepath.Join(h.Dir, "host")
+	for _, d := range []string{"etc/containerd/conf.d", "usr/local/bin", "run/gvisorgen", "run/containerd", "home/kubernetes/bin", "../fakebin", "../knobs", "../root"} {
+		if err := os.MkdirAll(filepath.Join(h.Root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fb := filepath.Join(h.Dir, "fakebin")
+	h.write(fb+"/containerd", 0o755, fmt.Sprintf("#!/bin/sh\nexec %s \"$@\"\n", h.Ctrd))
+	h.write(fb+"/ctr", 0o755, fmt.Sprintf("#!/bin/sh\nexec %s \"$@\"\n", ctrBin))
+	h.write(fb+"/systemctl", 0o755, strings.ReplaceAll(fakeSystemctl, "@DIR@", h.Dir))
+	h.Exec = filepath.Join(h.Dir, "hostexec")
+	h.write(h.Exec, 0o755, strings.ReplaceAll(hostExec, "@DIR@", h.Dir))
+	h.Env = map[string]string{
+		"GVISORGEN_SCRIPTS":        scriptsDir,
+		"HOST_ROOT":                h.Root,
+		"HOST_EXEC":                h.Exec,
+		"GVISOR_VERSION":           tagBin,
+		"GVISOR_BASE_URL":          httpdURL + "/release",
+		"GVISOR_LAYOUT":            "auto",
+		"GVISOR_MODE":              "install",
+		"INSTALL_DIR":              "/usr/local/bin",
+		"INSTALL_DIR_ON_PATH":      "true",
+		"CONTAINERD_CONFIG":        "/etc/containerd/config.toml",
+		"RUNSC_CONFIG":             "/etc/containerd/runsc.toml",
+		"RUNSC_CONFIG_TOML":        "network = \"none\"",
+		"STATE_DIR":                "/run/gvisorgen",
+		"DOWNLOAD_TIMEOUT_SECONDS": "10",
+		"DOWNLOAD_RETRIES":         "2",
+		"RESTART_TIMEOUT_SECONDS":  "20",
+		"LOCK_TIMEOUT_SECONDS":     "20",
+	}
+	t.Cleanup(h.stopContainerd)
+	return h
+}
+
+// The HOST_EXEC of the tests: a private mount namespace in which the fake host's dirs hide the machine's, and a PATH
+// that finds the fake systemctl and the chosen containerd first. Commands see the host's real paths, as under nsenter.
+const hostExec = `#!/bin/sh
+exec unshare --mount --propagation private sh -c '
+set -e
+H=@DIR@/host
+mount --bind "$H/etc/containerd" /etc/containerd
+mount --bind "$H/usr/local/bin" /usr/local/bin
+mount --bind "$H/run" /run
+mount --bind "$H/home" /home
+export PATH=@DIR@/fakebin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+exec "$@"' hostexec "$@"
+`
+
+// A systemctl for the fake host: start/restart/stop/is-active containerd, with a private root; a knob file makes the
+// next N restarts fail (as a unit that does not come up).
+const fakeSystemctl = `#!/bin/sh
+set -eu
+D=@DIR@
+echo "systemctl $*" >>"$D/systemctl.log"
+stop() {
+	if [ -f "$D/containerd.pid" ] && kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; then
+		kill "$(cat "$D/containerd.pid")"
+		i=0
+		while kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; do
+			i=$((i+1)); [ $i -lt 100 ] || kill -9 "$(cat "$D/containerd.pid")"; sleep 0.1
+		done
+	fi
+	rm -f "$D/containerd.pid"
+}
+case "$1 ${2:-}" in
+"restart containerd"|"start containerd")
+	stop
+	n=$(cat "$D/knobs/fail-restarts" 2>/dev/null || echo 0)
+	if [ "$n" -gt 0 ]; then
+		echo $((n-1)) >"$D/knobs/fail-restarts"
+		echo "Job for containerd.service failed because the control process exited with error code." >&2
+		exit 1
+	fi
+	rm -f /run/containerd/containerd.sock
+	setsid containerd --config /etc/containerd/config.toml --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
+	echo $! >"$D/containerd.pid"
+	i=0
+	until ctr version >/dev/null 2>&1; do
+		i=$((i+1))
+		if [ $i -gt 100 ] || ! kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; then echo "containerd failed to start" >&2; exit 1; fi
+		sleep 0.1
+	done ;;
+"stop containerd") stop ;;
+"is-active containerd") if [ -f "$D/containerd.pid" ] && kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; then echo active; else echo inactive; exit 3; fi ;;
+*) echo "fake systemctl: unsupported: $*" >&2; exit 1 ;;
+esac
+`
+
+func (h *Host) write(path string, mode os.FileMode, content string) {
+	h.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// P is a host path inside the fake host.
+func (h *Host) P(hostPath string) string { return filepath.Join(h.Root, hostPath) }
+
+func (h *Host) read(hostPath string) string {
+	b, err := os.ReadFile(h.P(hostPath))
+	if err != nil {
+		h.t.Fatalf("read %s: %v", hostPath, err)
+	}
+	return string(b)
+}
+
+func (h *Host) exists(hostPath string) bool {
+	_, err := os.Lstat(h.P(hostPath))
+	return err == nil
+}
+
+func (h *Host) setConfig(content string) { h.write(h.P("/etc/containerd/config.toml"), 0o644, content) }
+func (h *Host) config() string           { return h.read("/etc/containerd/config.toml") }
+
+// Result of one script run.
+type Result struct {
+	Code   int
+	Output string
+	Took   time.Duration
+}
+
+func (r Result) String() string { return fmt.Sprintf("exit %d after %s:\n%s", r.Code, r.Took.Round(time.Millisecond), r.Output) }
+
+// run runs cue/installer/<script> under busybox sh with only busybox applets on PATH. prefix wraps the command
+// (e.g. a read-only mount namespace); env overrides h.Env ("" value = unset).
+func (h *Host) runWith(prefix []string, script string, env map[string]string) Result {
+	h.t.Helper()
+	e := map[string]string{"PATH": bbDir, "HOME": "/root", "TMPDIR": filepath.Join(h.Dir, "tmp")}
+	_ = os.MkdirAll(e["TMPDIR"], 0o755)
+	for k, v := range h.Env {
+		e[k] = v
+	}
+	for k, v := range env {
+		e[k] = v
+	}
+	var envList []string
+	for _, k := range sortedKeys(e) {
+		if e[k] != "" || k == "HOST_ROOT" {
+			envList = append(envList, k+"="+e[k])
+		}
+	}
+	args := append(append([]string{}, prefix...), filepath.Join(bbDir, "sh"), filepath.Join(scriptsDir, script))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = envList
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	err := cmd.Run()
+	r := Result{Output: out.String(), Took: time.Since(t0)}
+	if err != nil {
+		r.Code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.Code = ee.ExitCode()
+		}
+	}
+	h.t.Logf("%s: %s", script, r)
+	return r
+}
+
+func (h *Host) run(script string, env map[string]string) Result { return h.runWith(nil, script, env) }
+
+func (h *Host) mustRun(script string, env map[string]string) Result {
+	h.t.Helper()
+	r := h.run(script, env)
+	if r.Code != 0 {
+		h.t.Fatalf("%s failed: %s", script, r)
+	}
+	return r
+}
+
+// mustFail asserts a non-zero exit whose output matches re.
+func (h *Host) mustFail(script string, env map[string]string, re string) Result {
+	h.t.Helper()
+	r := h.run(script, env)
+	if r.Code == 0 {
+		h.t.Fatalf("%s succeeded, want failure matching %q: %s", script, re, r)
+	}
+	if !regexp.MustCompile(re).MatchString(r.Output) {
+		h.t.Fatalf("%s output does not match %q: %s", script, re, r)
+	}
+	return r
+}
+
+// hostCmd runs a command on the fake host (through the HOST_EXEC wrapper).
+func (h *Host) hostCmd(args ...string) (string, error) {
+	cmd := exec.Command(h.Exec, args...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (h *Host) startContainerd() {
+	h.t.Helper()
+	if out, err := h.hostCmd("systemctl", "start", "containerd"); err != nil {
+		h.t.Fatalf("start containerd: %v\n%s\n%s", err, out, h.containerdLog())
+	}
+	h.waitCRI()
+}
+
+func (h *Host) containerdLog() string {
+	b, _ := os.ReadFile(filepath.Join(h.Dir, "containerd.log"))
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (h *Host) criOK() bool {
+	out, err := h.hostCmd("ctr", "plugins", "ls")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[0] == "io.containerd.grpc.v1" && f[1] == "cri" {
+			return f[len(f)-1] == "ok"
+		}
+	}
+	return false
+}
+
+func (h *Host) waitCRI() {
+	h.t.Helper()
+	for i := 0; i < 100; i++ {
+		if h.criOK() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.t.Fatalf("containerd CRI not ok:\n%s", h.containerdLog())
+}
+
+func (h *Host) stopContainerd() {
+	b, err := os.ReadFile(filepath.Join(h.Dir, "containerd.pid"))
+	if err != nil {
+		return
+	}
+	var pid int
+	fmt.Sscanf(string(b), "%d", &pid)
+	if pid <= 0 {
+		return
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return
+	}
+	_ = p.Signal(os.Kill)
+	for i := 0; i < 50; i++ {
+		if p.Signal(syscallZero) != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = os.Remove(filepath.Join(h.Dir, "containerd.pid"))
+}
+
+func (h *Host) restarts() int {
+	b, _ := os.ReadFile(filepath.Join(h.Dir, "systemctl.log"))
+	return strings.Count(string(b), "systemctl restart containerd")
+}
+
+func (h *Host) knob(name, value string) { h.write(filepath.Join(h.Dir, "knobs", name), 0o644, value) }

@@ -1,0 +1,284 @@
+//go:build nodetest
+
+package node
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Global test fixture, built once in TestMain.
+var (
+	repoRoot    string // the repository (scripts live in cue/installer)
+	scriptsDir  string
+	work        string // scratch for the whole run
+	bbDir       string // busybox applets only: the PATH of every script run
+	busybox     string
+	ctrd16      string // Debian's containerd 1.6
+	ctrd24      string // containerd 2.4.2 built from its module
+	ctrBin      string // ctr client (Debian's)
+	httpdURL    string // busybox httpd serving work/serve
+	faultURL    string // Go server with fault injection
+	refusedURL  string // nothing listens there
+	artSHA      = map[string]string{}
+	defaults    = map[string][]byte{} // "16", "24": `containerd config default`
+	faultCounts sync.Map
+)
+
+const (
+	tagOld     = "20231120" // binaries layout, older release (upgrade source)
+	tagBin     = "20240212" // binaries layout (the seed's default)
+	tagArch    = "20260801" // archive layout, files at the top of the archive
+	tagArchDir = "20261015" // archive layout, files inside one folder
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func run(m *testing.M) int {
+	start := time.Now()
+	var missing []string
+	get := func(env, def string) string {
+		v := os.Getenv(env)
+		if v == "" {
+			v = def
+		}
+		if v == "" {
+			missing = append(missing, env+" (unset)")
+			return ""
+		}
+		if _, err := os.Stat(v); err != nil {
+			missing = append(missing, fmt.Sprintf("%s=%s (%v)", env, v, err))
+		}
+		return v
+	}
+	ctrd16 = get("CONTAINERD16", "")
+	ctrd24 = get("CONTAINERD24", "")
+	busybox = get("BUSYBOX", "/bin/busybox")
+	ctrBin = get("CTR", "/usr/bin/ctr")
+	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool+" (not on PATH)")
+		}
+	}
+	if len(missing) > 0 {
+		// A missing binary is a failure, never a skip: run ci/node/setup.sh first.
+		fmt.Fprintf(os.Stderr, "FAIL: the node tests need (run ci/node/setup.sh): %s\n", strings.Join(missing, "; "))
+		return 1
+	}
+	wd, err := os.Getwd()
+	must(err)
+	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
+	scriptsDir = filepath.Join(repoRoot, "cue", "installer")
+	work, err = os.MkdirTemp("", "gvisorgen-node-")
+	must(err)
+	defer os.RemoveAll(work)
+
+	// busybox-only PATH
+	bbDir = filepath.Join(work, "bb")
+	must(os.MkdirAll(bbDir, 0o755))
+	out, err := exec.Command(busybox, "--list").Output()
+	must(err)
+	for _, a := range strings.Fields(string(out)) {
+		must(os.Symlink(busybox, filepath.Join(bbDir, a)))
+	}
+
+	for k, bin := range map[string]string{"16": ctrd16, "24": ctrd24} {
+		out, err := exec.Command(bin, "config", "default").Output()
+		must(err)
+		defaults[k] = out
+	}
+
+	buildArtifacts(filepath.Join(work, "serve"))
+
+	port := freePort()
+	httpd := exec.Command(busybox, "httpd", "-f", "-p", fmt.Sprintf("127.0.0.1:%d", port), "-h", filepath.Join(work, "serve"))
+	must(httpd.Start())
+	defer func() { _ = httpd.Process.Kill(); _, _ = httpd.Process.Wait() }()
+	httpdURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHTTP(httpdURL + "/release/" + tagBin + "/x86_64/runsc.sha512")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	srv := &http.Server{Handler: http.HandlerFunc(fault)}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	faultURL = "http://" + ln.Addr().String()
+	refusedURL = fmt.Sprintf("http://127.0.0.1:%d", freePort())
+
+	fmt.Printf("node test fixture ready in %.1fs (busybox %s, containerd 1.6 %s, 2.4 %s)\n",
+		time.Since(start).Seconds(), busybox, ctrd16, ctrd24)
+	return m.Run()
+}
+
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func waitHTTP(url string) {
+	for i := 0; i < 100; i++ {
+		if r, err := http.Get(url); err == nil {
+			r.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	panic("artifact server did not come up: " + url)
+}
+
+func sum(b []byte) string {
+	s := sha512.Sum512(b)
+	return hex.EncodeToString(s[:])
+}
+
+// fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest).
+func fakeBinary(name, tag string) []byte {
+	pad := make([]byte, 64<<10)
+	_, _ = rand.Read(pad)
+	return append([]byte(fmt.Sprintf("#!/bin/sh\necho %s %s\nexit 0\n#", name, tag)), []byte(hex.EncodeToString(pad))...)
+}
+
+func writeArtifact(dir, name string, b []byte, shaLine string) {
+	must(os.MkdirAll(dir, 0o755))
+	must(os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	if shaLine == "" {
+		shaLine = sum(b) + "  " + name + "\n"
+	}
+	must(os.WriteFile(filepath.Join(dir, name+".sha512"), []byte(shaLine), 0o644))
+}
+
+// buildArtifacts lays out a release bucket: <root>/release/<tag>/x86_64/<artifact>[.sha512], and variants.
+func buildArtifacts(root string) {
+	for _, tag := range []string{tagOld, tagBin} {
+		dir := filepath.Join(root, "release", tag, "x86_64")
+		for _, n := range []string{"runsc", "containerd-shim-runsc-v1"} {
+			b := fakeBinary(n, tag)
+			artSHA[tag+"/"+n] = sum(b)
+			writeArtifact(dir, n, b, "")
+			if tag == tagBin {
+				// same files, wrong published digest
+				writeArtifact(filepath.Join(root, "badsha", tag, "x86_64"), n, b, strings.Repeat("0", 128)+"  "+n+"\n")
+			}
+		}
+	}
+	for _, tag := range []string{tagArch, tagArchDir} {
+		prefix := ""
+		if tag == tagArchDir {
+			prefix = "gvisor-" + tag + "/"
+		}
+		files := map[string][]byte{
+			"runsc":                    fakeBinary("runsc", tag),
+			"containerd-shim-runsc-v1": fakeBinary("containerd-shim-runsc-v1", tag),
+			"gvisor-bin/helper-a":      fakeBinary("helper-a", tag),
+			"gvisor-bin/helper-b":      fakeBinary("helper-b", tag),
+		}
+		for n, b := range files {
+			artSHA[tag+"/"+n] = sum(b)
+		}
+		b := tarBz2(prefix, files)
+		artSHA[tag+"/gvisor.tar.bz2"] = sum(b)
+		writeArtifact(filepath.Join(root, "release", tag, "x86_64"), "gvisor.tar.bz2", b, "")
+	}
+	// An archive with a '..' entry.
+	evil := tarBz2("", map[string][]byte{"runsc": []byte("x"), "containerd-shim-runsc-v1": []byte("x"), "gvisor-bin/a": []byte("x"), "../../evil": []byte("x")})
+	writeArtifact(filepath.Join(root, "evil", tagArch, "x86_64"), "gvisor.tar.bz2", evil, "")
+}
+
+// tarBz2 makes a .tar.bz2 (Go has no bzip2 writer: tar in Go, compress with the bzip2 command).
+func tarBz2(prefix string, files map[string][]byte) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if prefix != "" {
+		must(tw.WriteHeader(&tar.Header{Name: prefix, Typeflag: tar.TypeDir, Mode: 0o755}))
+	}
+	must(tw.WriteHeader(&tar.Header{Name: prefix + "gvisor-bin/", Typeflag: tar.TypeDir, Mode: 0o755}))
+	for _, n := range sortedKeys(files) {
+		b := files[n]
+		must(tw.WriteHeader(&tar.Header{Name: prefix + n, Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write(b)
+		must(err)
+	}
+	must(tw.Close())
+	cmd := exec.Command("bzip2", "-c")
+	cmd.Stdin = &buf
+	out, err := cmd.Output()
+	must(err)
+	return out
+}
+
+// fault serves the release bucket with injected faults:
+//
+//	/hang/...      never answers (timeouts)
+//	/trunc/...     announces the full length, sends half, closes
+//	/flaky/<n>/... fails with 503 the first <n> times per path, then serves the file
+func fault(w http.ResponseWriter, r *http.Request) {
+	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 2)
+	if len(parts) < 2 {
+		http.NotFound(w, r)
+		return
+	}
+	serve := filepath.Join(work, "serve", "release")
+	switch parts[0] {
+	case "hang":
+		select {
+		case <-r.Context().Done():
+		case <-time.After(60 * time.Second):
+		}
+	case "trunc":
+		b, err := os.ReadFile(filepath.Join(serve, parts[1]))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		if strings.HasSuffix(parts[1], ".sha512") {
+			_, _ = w.Write(b)
+			return
+		}
+		hj, _ := w.(http.Hijacker)
+		conn, bw, err := hj.Hijack()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nContent-Type: application/octet-stream\r\n\r\n", len(b))
+		_, _ = bw.Write(b[:len(b)/2])
+		_ = bw.Flush()
+		_ = conn.Close()
+	case "flaky":
+		rest := strings.SplitN(parts[1], "/", 2)
+		var n int
+		fmt.Sscanf(rest[0], "%d", &n)
+		v, _ := faultCounts.LoadOrStore(r.URL.Path, new(int))
+		c := v.(*int)
+		*c++
+		if *c <= n {
+			http.Error(w, "flaky", http.StatusServiceUnavailable)
+			return
+		}
+		http.ServeFile(w, r, filepath.Join(serve, rest[1]))
+	default:
+		http.NotFound(w, r)
+	}
+}

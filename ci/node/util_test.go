@@ -1,0 +1,7 @@
+//go:build nodetest
+
+package node
+
+import "syscall"
+
+var syscallZero = syscall.Signal(0)
