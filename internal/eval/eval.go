@@ -50,8 +50,12 @@ type Target struct {
 	Profile string
 	// Values are the final, concrete values of the target.
 	Values cue.Value
-	// Objects in declaration order.
+	// Objects in declaration order: what the cluster gets (overlays/).
 	Objects []Object
+	// Delivery are the target's Argo CD and Flux objects (delivery/).
+	Delivery []Object
+	// Smoke are the target's smoke-test objects (smoke/).
+	Smoke []Object
 }
 
 // Result is the evaluation of every selected target, sorted by name.
@@ -59,6 +63,8 @@ type Result struct {
 	Targets []Target
 	// All names every declared target, selected or not, sorted.
 	All []string
+	// Fleet are the fleet-wide delivery objects (the Argo CD ApplicationSet).
+	Fleet []Object
 }
 
 // Error is an input error: the inputs do not evaluate. Its message lists every
@@ -84,6 +90,8 @@ type Evaluator struct {
 	schema  cue.Value // #Values
 	profile cue.Value // #Profiles
 	render  cue.Value // #Render
+	deliver cue.Value // #Delivery
+	smoke   cue.Value // #Smoke
 }
 
 // Load loads and builds the CUE module.
@@ -117,9 +125,11 @@ func Load(opts Options) (*Evaluator, error) {
 	e.schema = e.inst.LookupPath(cue.ParsePath("#Values"))
 	e.profile = e.inst.LookupPath(cue.ParsePath("#Profiles"))
 	e.render = e.inst.LookupPath(cue.ParsePath("#Render"))
-	for _, v := range []cue.Value{e.schema, e.profile, e.render} {
+	e.deliver = e.inst.LookupPath(cue.ParsePath("#Delivery"))
+	e.smoke = e.inst.LookupPath(cue.ParsePath("#Smoke"))
+	for _, v := range []cue.Value{e.schema, e.profile, e.render, e.deliver, e.smoke} {
 		if !v.Exists() {
-			return nil, fmt.Errorf("CUE module %s lacks #Values, #Profiles or #Render", dir)
+			return nil, fmt.Errorf("CUE module %s lacks #Values, #Profiles, #Render, #Delivery or #Smoke", dir)
 		}
 	}
 	return e, nil
@@ -175,6 +185,13 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 		}
 		res.Targets = append(res.Targets, *out)
 	}
+	if errs == nil {
+		fleet, err := objectsAt(e.inst.LookupPath(cue.ParsePath("fleetObjects")))
+		if err != nil {
+			errs = errors.Append(errs, errors.Promote(err, ""))
+		}
+		res.Fleet = fleet
+	}
 	if errs != nil {
 		return nil, e.cueError(errs)
 	}
@@ -203,22 +220,36 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
 		return nil, targetErr(t.name, err)
 	}
-	r := e.render.FillPath(cue.ParsePath("values"), v)
-	objs := r.LookupPath(cue.ParsePath("objects"))
-	if err := objs.Validate(cue.Concrete(true), cue.Final()); err != nil {
-		return nil, targetErr(t.name, err)
-	}
 	out := &Target{Name: t.name, Profile: profile, Values: v}
-	it, err := objs.Fields()
-	if err != nil {
-		return nil, targetErr(t.name, err)
-	}
-	for it.Next() {
-		o, err := object(it.Value())
+	for _, part := range []struct {
+		def cue.Value
+		dst *[]Object
+	}{{e.render, &out.Objects}, {e.deliver, &out.Delivery}, {e.smoke, &out.Smoke}} {
+		objs, err := objectsAt(part.def.FillPath(cue.ParsePath("values"), v).LookupPath(cue.ParsePath("objects")))
 		if err != nil {
 			return nil, targetErr(t.name, err)
 		}
-		out.Objects = append(out.Objects, o)
+		*part.dst = objs
+	}
+	return out, nil
+}
+
+// objectsAt validates a struct of objects and exports them in declaration order.
+func objectsAt(objs cue.Value) ([]Object, error) {
+	if err := objs.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return nil, err
+	}
+	it, err := objs.Fields()
+	if err != nil {
+		return nil, err
+	}
+	var out []Object
+	for it.Next() {
+		o, err := object(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
 	}
 	return out, nil
 }

@@ -43,6 +43,13 @@ func Build(opts eval.Options) (*Output, error) {
 		out.Roots = append(out.Roots, render.Roots(t.Name)...)
 	}
 	if len(opts.Only) == 0 {
+		// The fleet-wide objects sit directly in delivery/.
+		fleet, err := render.Plain(render.DeliveryDir, res.Fleet)
+		if err != nil {
+			return nil, err
+		}
+		out.Files = append(out.Files, fleet...)
+		out.Roots = append(out.Roots, render.DeliveryDir)
 		stale, err := undeclared(opts.Root, res.All)
 		if err != nil {
 			return nil, err
@@ -61,7 +68,7 @@ func undeclared(root string, declared []string) ([]string, error) {
 		known[n] = true
 	}
 	var out []string
-	for _, top := range []string{render.OverlaysDir, render.GeneratedDir} {
+	for _, top := range render.TopDirs {
 		entries, err := os.ReadDir(filepath.Join(root, top))
 		if os.IsNotExist(err) {
 			continue

@@ -20,16 +20,39 @@ import (
 )
 
 const (
-	// OverlaysDir and GeneratedDir are the tree's top folders.
+	// The tree's top folders.
 	OverlaysDir  = "overlays"
 	GeneratedDir = "generated"
+	DeliveryDir  = "delivery"
+	SmokeDir     = "smoke"
 	// PatchesDir is the hand-written part of an overlay.
 	PatchesDir = "patches"
 )
 
+// TopDirs are the folders that hold one folder per target.
+var TopDirs = []string{OverlaysDir, GeneratedDir, DeliveryDir, SmokeDir}
+
 // Roots are the folders a target owns: generate writes and prunes only there.
 func Roots(target string) []string {
-	return []string{path.Join(OverlaysDir, target), path.Join(GeneratedDir, target)}
+	var out []string
+	for _, d := range TopDirs {
+		out = append(out, path.Join(d, target))
+	}
+	return out
+}
+
+// Plain writes objects as they are (no kustomize), one file per object under
+// dir: the delivery objects and the smoke test.
+func Plain(dir string, objs []eval.Object) ([]tree.File, error) {
+	var files []tree.File
+	for _, o := range objs {
+		y, err := yaml.JSONToYAML(o.JSON)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", o.Kind, o.Name, err)
+		}
+		files = append(files, tree.File{Path: path.Join(dir, FileName(o.Kind, o.Name, "")), Data: tree.WithHeader(y)})
+	}
+	return files, nil
 }
 
 // Target renders one target: its overlay files and its rendered output. root
@@ -60,6 +83,16 @@ func Target(root string, t eval.Target) ([]tree.File, error) {
 	}
 	for _, r := range rendered {
 		files = append(files, tree.File{Path: path.Join(GeneratedDir, t.Name, r.Path), Data: r.Data})
+	}
+	for _, part := range []struct {
+		dir  string
+		objs []eval.Object
+	}{{DeliveryDir, t.Delivery}, {SmokeDir, t.Smoke}} {
+		more, err := Plain(path.Join(part.dir, t.Name), part.objs)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %w", t.Name, err)
+		}
+		files = append(files, more...)
 	}
 	return files, nil
 }

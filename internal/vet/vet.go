@@ -30,6 +30,7 @@ var types = map[string]func() any{
 	"v1/ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
 	"v1/ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
 	"v1/Pod":                                          func() any { return &corev1.Pod{} },
+	"v1/PersistentVolumeClaim":                        func() any { return &corev1.PersistentVolumeClaim{} },
 	"apps/v1/DaemonSet":                               func() any { return &appsv1.DaemonSet{} },
 	"node.k8s.io/v1/RuntimeClass":                     func() any { return &nodev1.RuntimeClass{} },
 	"storage.k8s.io/v1/StorageClass":                  func() any { return &storagev1.StorageClass{} },
@@ -53,7 +54,9 @@ func Object(apiVersion, kind string, data []byte) error {
 func Targets(ts []eval.Target) Report {
 	var r Report
 	for _, t := range ts {
-		for _, o := range t.Objects {
+		// Delivery objects (Argo CD, Flux) have no Go types here: the CUE types
+		// generated from their CRDs check them during evaluation.
+		for _, o := range append(append([]eval.Object{}, t.Objects...), t.Smoke...) {
 			r.Objects++
 			if err := Object(o.APIVersion, o.Kind, o.JSON); err != nil {
 				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s %s: %v", t.Name, o.Kind, o.Name, err))
