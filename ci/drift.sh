@@ -20,7 +20,7 @@ GVISORGEN=${GVISORGEN:-.bin/gvisorgen}
 report=$(mktemp "${TMPDIR:-/tmp}/gvisorgen-check.XXXXXX")
 trap 'rm -f "$report"' EXIT
 
-before=$(git status --porcelain)
+before=$(git status --porcelain --untracked-files=all)
 
 "$MAKE" --no-print-directory build
 set +e
@@ -34,7 +34,7 @@ if [ "$check_rc" -ge 2 ]; then
 fi
 
 "$MAKE" --no-print-directory generate
-after=$(git status --porcelain)
+after=$(git status --porcelain --untracked-files=all)
 
 # On a clean checkout (CI) any change is drift. With uncommitted changes of your own, only what
 # generate changed on top of them (and check's verdict) counts.
