@@ -100,11 +100,12 @@ const fakeSystemctl = `#!/bin/sh
 set -eu
 D=@DIR@
 echo "systemctl $*" >>"$D/systemctl.log"
+alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f1)" != Z ]; }
 stop() {
-	if [ -f "$D/containerd.pid" ] && kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; then
+	if [ -f "$D/containerd.pid" ] && alive "$(cat "$D/containerd.pid")"; then
 		kill "$(cat "$D/containerd.pid")"
 		i=0
-		while kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; do
+		while alive "$(cat "$D/containerd.pid")"; do
 			i=$((i+1)); [ $i -lt 100 ] || kill -9 "$(cat "$D/containerd.pid")"; sleep 0.1
 		done
 	fi
@@ -120,16 +121,17 @@ case "$1 ${2:-}" in
 		exit 1
 	fi
 	rm -f /run/containerd/containerd.sock
-	setsid containerd --config /etc/containerd/config.toml --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
+	cfg=""; [ ! -f /etc/containerd/config.toml ] || cfg="--config /etc/containerd/config.toml"
+	setsid containerd $cfg --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
 	echo $! >"$D/containerd.pid"
 	i=0
 	until ctr version >/dev/null 2>&1; do
 		i=$((i+1))
-		if [ $i -gt 100 ] || ! kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; then echo "containerd failed to start" >&2; exit 1; fi
+		if [ $i -gt 100 ] || ! alive "$(cat "$D/containerd.pid")"; then echo "containerd failed to start" >&2; exit 1; fi
 		sleep 0.1
 	done ;;
 "stop containerd") stop ;;
-"is-active containerd") if [ -f "$D/containerd.pid" ] && kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null; then echo active; else echo inactive; exit 3; fi ;;
+"is-active containerd") if [ -f "$D/containerd.pid" ] && alive "$(cat "$D/containerd.pid")"; then echo active; else echo inactive; exit 3; fi ;;
 *) echo "fake systemctl: unsupported: $*" >&2; exit 1 ;;
 esac
 `
@@ -176,6 +178,16 @@ func (r Result) String() string { return fmt.Sprintf("exit %d after %s:\n%s", r.
 // (e.g. a read-only mount namespace); env overrides h.Env ("" value = unset).
 func (h *Host) runWith(prefix []string, script string, env map[string]string) Result {
 	h.t.Helper()
+	return h.runShellWith(prefix, filepath.Join(bbDir, "sh"), script, env)
+}
+
+func (h *Host) runShell(shell, script string, env map[string]string) Result {
+	h.t.Helper()
+	return h.runShellWith(nil, shell, script, env)
+}
+
+func (h *Host) runShellWith(prefix []string, shell, script string, env map[string]string) Result {
+	h.t.Helper()
 	e := map[string]string{"PATH": bbDir, "HOME": "/root", "TMPDIR": filepath.Join(h.Dir, "tmp")}
 	_ = os.MkdirAll(e["TMPDIR"], 0o755)
 	for k, v := range h.Env {
@@ -190,7 +202,7 @@ func (h *Host) runWith(prefix []string, script string, env map[string]string) Re
 			envList = append(envList, k+"="+e[k])
 		}
 	}
-	args := append(append([]string{}, prefix...), filepath.Join(bbDir, "sh"), filepath.Join(scriptsDir, script))
+	args := append(append([]string{}, prefix...), shell, filepath.Join(scriptsDir, script))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
@@ -298,11 +310,8 @@ func (h *Host) stopContainerd() {
 		return
 	}
 	_ = p.Signal(os.Kill)
-	for i := 0; i < 50; i++ {
-		if p.Signal(syscallZero) != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	for i := 0; i < 50 && alive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
 	}
 	_ = os.Remove(filepath.Join(h.Dir, "containerd.pid"))
 }

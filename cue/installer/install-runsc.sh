@@ -133,7 +133,8 @@ done
 stage=$GVZ_TMP/x
 if [ "$LAYOUT" = archive ]; then
 	tar -tjf "$GVZ_TMP/dl/gvisor.tar.bz2" >"$GVZ_TMP/list" 2>"$GVZ_TMP/tar.err" || gvz_die "gvisor.tar.bz2 is not a readable bzip2 tar: $(head -c 300 "$GVZ_TMP/tar.err")"
-	if grep -qE '^/|(^|/)\.\.(/|$)' "$GVZ_TMP/list"; then
+	# busybox tar strips leading '/' and '../' (and says so): refuse such an archive instead of trusting the repair.
+	if grep -qE '^/|(^|/)\.\.(/|$)' "$GVZ_TMP/list" || grep -qi 'removing leading' "$GVZ_TMP/tar.err"; then
 		gvz_die "gvisor.tar.bz2 holds absolute or '..' paths; refusing to unpack it"
 	fi
 	tar -xjf "$GVZ_TMP/dl/gvisor.tar.bz2" -C "$GVZ_TMP/x" || gvz_die "cannot unpack gvisor.tar.bz2"
