@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -176,16 +178,12 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 		}
 		sort.Slice(selected, func(i, j int) bool { return selected[i].name < selected[j].name })
 	}
-	var errs errors.Error
-	for _, t := range selected {
-		out, err := e.evalTarget(t, user)
-		if err != nil {
-			errs = errors.Append(errs, errors.Promote(err, ""))
-			continue
-		}
-		res.Targets = append(res.Targets, *out)
+	outs, msgs, err := e.evalAll(selected, user)
+	if err != nil {
+		return nil, err
 	}
-	if errs == nil {
+	var errs errors.Error
+	if len(msgs) == 0 {
 		fleet, err := objectsAt(e.inst.LookupPath(cue.ParsePath("fleetObjects")))
 		if err != nil {
 			errs = errors.Append(errs, errors.Promote(err, ""))
@@ -193,9 +191,102 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 		res.Fleet = fleet
 	}
 	if errs != nil {
-		return nil, e.cueError(errs)
+		msgs = append(msgs, e.cueError(errs).Error())
 	}
+	if len(msgs) > 0 {
+		return nil, &Error{Msg: strings.Join(msgs, "\n")}
+	}
+	res.Targets = outs
 	return res, nil
+}
+
+// Workers is how many evaluators a large fleet is spread over (one CUE
+// context each: a context is not safe for concurrent use). Small runs stay on
+// one, since loading the module again costs more than it saves.
+var Workers = runtime.GOMAXPROCS(0)
+
+// minPerWorker is the number of targets below which another worker does not pay.
+const minPerWorker = 12
+
+// evalAll evaluates the targets, in parallel for large fleets, and returns the
+// results in the order of ts and every error message, in the same order.
+func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, error) {
+	n := min(Workers, len(ts)/minPerWorker)
+	if n < 2 {
+		return e.evalChunk(ts, user)
+	}
+	type result struct {
+		outs []Target
+		msgs []string
+		err  error
+	}
+	chunks := make([][]source, n)
+	for i, t := range ts {
+		chunks[i*n/len(ts)] = append(chunks[i*n/len(ts)], t)
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &results[w]
+			if w == 0 {
+				r.outs, r.msgs, r.err = e.evalChunk(chunks[w], user)
+				return
+			}
+			// A worker of its own: its own context, module, targets and values.
+			we, err := Load(e.opts)
+			if err != nil {
+				r.err = err
+				return
+			}
+			srcs, err := we.targets()
+			if err != nil {
+				r.err = err
+				return
+			}
+			byName := map[string]source{}
+			for _, s := range srcs {
+				byName[s.name] = s
+			}
+			wuser, err := we.userValues()
+			if err != nil {
+				r.err = err
+				return
+			}
+			mine := make([]source, 0, len(chunks[w]))
+			for _, t := range chunks[w] {
+				mine = append(mine, byName[t.name])
+			}
+			r.outs, r.msgs, r.err = we.evalChunk(mine, wuser)
+		}()
+	}
+	wg.Wait()
+	var outs []Target
+	var msgs []string
+	for _, r := range results {
+		if r.err != nil {
+			return nil, nil, r.err
+		}
+		outs = append(outs, r.outs...)
+		msgs = append(msgs, r.msgs...)
+	}
+	return outs, msgs, nil
+}
+
+func (e *Evaluator) evalChunk(ts []source, user []cue.Value) ([]Target, []string, error) {
+	var outs []Target
+	var msgs []string
+	for _, t := range ts {
+		out, err := e.evalTarget(t, user)
+		if err != nil {
+			msgs = append(msgs, e.cueError(err).Error())
+			continue
+		}
+		outs = append(outs, *out)
+	}
+	return outs, msgs, nil
 }
 
 func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {

@@ -34,8 +34,9 @@ func Build(opts eval.Options) (*Output, error) {
 		return nil, err
 	}
 	out := &Output{Result: res}
+	rd := render.NewRenderer()
 	for _, t := range res.Targets {
-		files, err := render.Target(opts.Root, t)
+		files, err := rd.Target(opts.Root, t)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -55,9 +56,29 @@ func Plain(dir string, objs []eval.Object) ([]tree.File, error) {
 	return files, nil
 }
 
+// Renderer renders targets. It remembers the order kustomize gives each set of
+// resources, so that an overlay without user patches — whose rendered files
+// are its own resource files, reordered — needs one kustomize run per distinct
+// set, not one per target. The kustomize parity test guards that shortcut.
+// A Renderer is safe for concurrent use.
+type Renderer struct {
+	mu     sync.Mutex
+	orders map[string][]int
+	// Always runs kustomize for every target (tests compare both paths).
+	Always bool
+}
+
+// NewRenderer returns a Renderer with an empty order cache.
+func NewRenderer() *Renderer { return &Renderer{orders: map[string][]int{}} }
+
+// Target renders one target with a fresh Renderer.
+func Target(root string, t eval.Target) ([]tree.File, error) {
+	return NewRenderer().Target(root, t)
+}
+
 // Target renders one target: its overlay files and its rendered output. root
 // is the repository root, read for the target's hand-written patches.
-func Target(root string, t eval.Target) ([]tree.File, error) {
+func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 	overlay := path.Join(OverlaysDir, t.Name)
 	var files []tree.File
 	var resources []string
@@ -77,7 +98,7 @@ func Target(root string, t eval.Target) ([]tree.File, error) {
 	kust := kustomization(resources, patches)
 	files = append(files, tree.File{Path: path.Join(overlay, "kustomization.yaml"), Data: kust})
 
-	rendered, err := build(files, patches, overlay)
+	rendered, err := rd.rendered(t, files, patches, overlay)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: kustomize build %s: %w", t.Name, overlay, err)
 	}
@@ -172,18 +193,72 @@ func kustomization(resources []string, ps patchSet) []byte {
 	return tree.WithHeader(b.Bytes())
 }
 
+// rendered is the output of kustomize over the overlay, from the order cache
+// when the overlay has no patches and its resource set was built before.
+func (rd *Renderer) rendered(t eval.Target, overlay []tree.File, ps patchSet, dir string) ([]tree.File, error) {
+	pure := len(ps.files) == 0 && !rd.Always
+	var key strings.Builder
+	for _, o := range t.Objects {
+		fmt.Fprintf(&key, "%s/%s/%s/%s\n", o.APIVersion, o.Kind, o.Namespace, o.Name)
+	}
+	if pure {
+		rd.mu.Lock()
+		order, ok := rd.orders[key.String()]
+		rd.mu.Unlock()
+		if ok {
+			out := make([]tree.File, 0, len(order))
+			names := outputNames(t.Objects, order)
+			for i, idx := range order {
+				// The overlay's resource files come first, in object order.
+				out = append(out, tree.File{Path: names[i], Data: overlay[idx].Data})
+			}
+			return out, nil
+		}
+	}
+	out, order, err := build(overlay, ps, dir, t.Objects)
+	if err != nil {
+		return nil, err
+	}
+	if pure && order != nil {
+		rd.mu.Lock()
+		rd.orders[key.String()] = order
+		rd.mu.Unlock()
+	}
+	return out, nil
+}
+
+// outputNames names the rendered files of objects in the given order, with the
+// namespace added where kind and name alone collide.
+func outputNames(objs []eval.Object, order []int) []string {
+	count := map[string]int{}
+	for _, o := range objs {
+		count[FileName(o.Kind, o.Name, "")]++
+	}
+	var out []string
+	for _, idx := range order {
+		o := objs[idx]
+		name := FileName(o.Kind, o.Name, "")
+		if count[name] > 1 {
+			name = FileName(o.Kind, o.Name, o.Namespace)
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
 // build runs kustomize in memory over the overlay and returns one file per
-// resource, in the order kustomize prints them.
-func build(overlay []tree.File, ps patchSet, dir string) ([]tree.File, error) {
+// resource, in the order kustomize prints them, and that order as indexes
+// into objs (nil when the output is not a reordering of objs).
+func build(overlay []tree.File, ps patchSet, dir string, objs []eval.Object) ([]tree.File, []int, error) {
 	fs := filesys.MakeFsInMemory()
 	for _, f := range overlay {
 		if err := fs.WriteFile("/"+f.Path, f.Data); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, f := range ps.files {
 		if err := fs.WriteFile("/"+path.Join(dir, f.Path), f.Data); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	opts := krusty.MakeDefaultOptions()
@@ -191,8 +266,13 @@ func build(overlay []tree.File, ps patchSet, dir string) ([]tree.File, error) {
 	opts.Reorder = krusty.ReorderOptionUnspecified
 	m, err := krusty.MakeKustomizer(opts).Run(fs, "/"+dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	index := map[string]int{}
+	for i, o := range objs {
+		index[o.Kind+"/"+o.Namespace+"/"+o.Name] = i
+	}
+	var order []int
 	names := map[string]int{}
 	for _, r := range m.Resources() {
 		names[FileName(r.GetKind(), r.GetName(), "")]++
@@ -202,17 +282,23 @@ func build(overlay []tree.File, ps patchSet, dir string) ([]tree.File, error) {
 	for _, r := range m.Resources() {
 		y, err := r.AsYAML()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if i, ok := index[r.GetKind()+"/"+r.GetNamespace()+"/"+r.GetName()]; ok {
+			order = append(order, i)
 		}
 		name := FileName(r.GetKind(), r.GetName(), "")
 		if names[name] > 1 {
 			name = FileName(r.GetKind(), r.GetName(), r.GetNamespace())
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("two resources render to the same file %s", name)
+			return nil, nil, fmt.Errorf("two resources render to the same file %s", name)
 		}
 		seen[name] = true
 		out = append(out, tree.File{Path: name, Data: tree.WithHeader(y)})
 	}
-	return out, nil
+	if len(order) != len(objs) || len(out) != len(objs) {
+		order = nil
+	}
+	return out, order, nil
 }
