@@ -26,9 +26,13 @@ check: build
 vet: build
 	$(BIN) vet
 
-## test: unit, golden, CLI and kustomize-parity tests
-test: $(KUSTOMIZE) $(CUE)
+## test: lint, unit, golden, CLI and kustomize-parity tests
+test: $(KUSTOMIZE) $(CUE) lint
 	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 ./...
+
+## lint: actionlint on the workflows, shellcheck on the scripts (installs both when missing)
+lint:
+	sh ci/lint.sh
 
 ## test-node: the installer scripts against real busybox and containerd (apt + go install)
 test-node:
