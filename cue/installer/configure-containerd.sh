@@ -43,6 +43,7 @@ if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -q '^[[:space:]]*\['; then
 	gvz_die "RUNSC_CONFIG_TOML must hold 'key = value' lines for [runsc_config] only, no table headers"
 fi
 
+gvz_check_host
 gvz_setup_traps
 gvz_lock
 GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $CHECK"

@@ -151,6 +151,14 @@ gvz_host() {
 	$HOST_EXEC "$@"
 }
 
+# gvz_check_host : HOST_EXEC works and the host has containerd; logs the host containerd's version.
+gvz_check_host() {
+	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
+	_v=$(timeout 30 $HOST_EXEC containerd --version 2>&1) ||
+		gvz_die "cannot run 'containerd --version' on the host through HOST_EXEC ($HOST_EXEC): $(printf '%s' "$_v" | head -c 300)"
+	gvz_log "host: $_v"
+}
+
 # gvz_dump CONFIG_HOST_PATH OUT ERR : the host containerd's dump of a config file; status of the dump.
 gvz_dump() {
 	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
@@ -160,7 +168,7 @@ gvz_dump() {
 # gvz_cri_ok ADDRESS : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins ls`).
 gvz_cri_ok() {
 	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	_out=$(timeout 10 $HOST_EXEC ctr --address "$1" plugins ls 2>/dev/null) || return 1
+	_out=$(timeout 5 $HOST_EXEC ctr --address "$1" plugins ls 2>/dev/null) || return 1
 	printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 

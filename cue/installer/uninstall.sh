@@ -28,6 +28,7 @@ RCFG=$HOST_ROOT$RUNSC_CONFIG
 [ -d "$HOST_ROOT$GVZ_CFG_DIR" ] || gvz_die "containerd config dir $GVZ_CFG_DIR is not mounted at $HOST_ROOT$GVZ_CFG_DIR"
 [ ! -L "$CFG" ] || gvz_die "$CONTAINERD_CONFIG is a symlink; refusing to replace it"
 
+gvz_check_host
 gvz_setup_traps
 gvz_lock
 GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $CHECK"

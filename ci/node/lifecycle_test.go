@@ -1,0 +1,409 @@
+//go:build nodetest
+
+package node
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fullInstall: the host runs containerd on cfg, then install-runsc + configure-containerd succeed.
+func fullInstall(t *testing.T, ver, cfg string) *Host {
+	h := newHost(t, ver)
+	h.setConfig(cfg)
+	h.startContainerd()
+	h.mustRun("install-runsc.sh", nil)
+	h.mustRun("configure-containerd.sh", nil)
+	return h
+}
+
+func TestRestartFailure(t *testing.T) {
+	t.Run("rollback-when-containerd-does-not-come-back/1.6", func(t *testing.T) {
+		h := newHost(t, "16")
+		h.setConfig(def16())
+		h.startContainerd()
+		h.mustRun("install-runsc.sh", nil)
+		h.knob("fail-restarts", "1")
+		before := h.restarts()
+		h.mustFail("configure-containerd.sh", nil, `rolled back to the previous config and containerd runs again`)
+		if h.config() != def16() {
+			t.Fatalf("config not rolled back:\n%s", h.config())
+		}
+		if got := h.restarts() - before; got != 2 {
+			t.Fatalf("want 2 restarts (change, rollback), got %d", got)
+		}
+		if !h.criOK() {
+			t.Fatal("containerd not back after the rollback")
+		}
+		h.mustFail("ready.sh", nil, "not ready")
+		// the next attempt (the init container's retry) succeeds
+		h.mustRun("configure-containerd.sh", nil)
+		h.checkReal(true)
+		h.mustRun("ready.sh", nil)
+	})
+	t.Run("rollback-then-still-down-says-so/2.4", func(t *testing.T) {
+		h := newHost(t, "24")
+		h.setConfig(def24())
+		h.startContainerd()
+		h.knob("fail-restarts", "2")
+		h.mustFail("configure-containerd.sh", nil, `does not come back either; the node needs attention`)
+		if h.config() != def24() {
+			t.Fatalf("config not rolled back")
+		}
+	})
+	t.Run("rollback-of-a-missing-config-removes-it/2.4", func(t *testing.T) {
+		h := newHost(t, "24")
+		h.startContainerd()
+		h.knob("fail-restarts", "1")
+		h.mustFail("configure-containerd.sh", nil, `rolled back`)
+		if h.exists("/etc/containerd/config.toml") {
+			t.Fatal("config created from defaults left after the rollback")
+		}
+		if !h.criOK() {
+			t.Fatal("containerd not back")
+		}
+	})
+	t.Run("crashed-before-restart-restarts-on-next-run/1.6", func(t *testing.T) {
+		h := fullInstall(t, "16", def16())
+		// a run that wrote the config but died before seeing containerd back leaves no applied marker
+		if err := os.Remove(h.P("/etc/containerd/config.toml.gvisorgen-applied")); err != nil {
+			t.Fatal(err)
+		}
+		h.mustFail("ready.sh", nil, "never seen running")
+		before := h.restarts()
+		r := h.mustRun("configure-containerd.sh", nil)
+		assertContains(t, "output", r.Output, "never seen running with it: restarting")
+		if h.restarts() != before+1 {
+			t.Fatal("no restart")
+		}
+		h.mustRun("ready.sh", nil)
+	})
+}
+
+func TestConcurrentRuns(t *testing.T) {
+	for _, ver := range []string{"16", "24"} {
+		t.Run(ver, func(t *testing.T) {
+			h := newHost(t, ver)
+			cfg := def16()
+			if ver == "24" {
+				cfg = def24()
+			}
+			h.setConfig(cfg)
+			h.startContainerd()
+			var wg sync.WaitGroup
+			res := make([]Result, 4)
+			for i := range res {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					script := "install-runsc.sh"
+					if i >= 2 {
+						script = "configure-containerd.sh"
+					}
+					res[i] = h.run(script, nil)
+				}(i)
+			}
+			wg.Wait()
+			for i, r := range res {
+				if r.Code != 0 {
+					t.Fatalf("run %d failed: %s", i, r)
+				}
+			}
+			c := h.config()
+			if countLines(c, beginMarker) != 1 {
+				t.Fatalf("want one block after concurrent runs:\n%s", c)
+			}
+			if h.restarts() != 1 {
+				t.Fatalf("want 1 restart, got %d", h.restarts())
+			}
+			h.checkReal(true)
+			h.assertInstalled("/usr/local/bin", tagBin, binFiles...)
+			if h.exists("/run/gvisorgen/lock") {
+				t.Fatal("lock left behind")
+			}
+			h.mustRun("ready.sh", nil)
+		})
+	}
+}
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+func pidNS(pid string) string {
+	s, _ := os.Readlink("/proc/" + pid + "/ns/pid")
+	return s
+}
+
+func startTime(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ") ")+2:])
+	return f[19]
+}
+
+func (h *Host) plantLock(holder string) {
+	h.write(h.P("/run/gvisorgen/lock/holder"), 0o644, holder+"\n")
+}
+
+func TestLock(t *testing.T) {
+	self := pidNS("self")
+	deadPid := func() int {
+		c := exec.Command("true")
+		_ = c.Run()
+		return c.Process.Pid
+	}
+	t.Run("stale-dead-holder-same-pidns-broken", func(t *testing.T) {
+		h := newHost(t, "16")
+		h.plantLock(fmt.Sprintf("%s %s %d 12345 node-a 1 install-runsc", bootID(), self, deadPid()))
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+	})
+	t.Run("stale-other-boot-broken", func(t *testing.T) {
+		h := newHost(t, "16")
+		h.plantLock(fmt.Sprintf("00000000-0000-0000-0000-000000000000 %s 1 1 node-a 1 install-runsc", self))
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+	})
+	t.Run("stale-other-pidns-without-processes-broken", func(t *testing.T) {
+		h := newHost(t, "16")
+		h.plantLock(fmt.Sprintf("%s pid:[1] 1 1 node-a 1 install-runsc", bootID()))
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+	})
+	t.Run("empty-lock-dir-older-than-30s-broken", func(t *testing.T) {
+		h := newHost(t, "16")
+		d := h.P("/run/gvisorgen/lock")
+		_ = os.MkdirAll(d, 0o755)
+		old := time.Now().Add(-time.Minute)
+		_ = os.Chtimes(d, old, old)
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+	})
+	t.Run("live-holder-same-pidns-waited-for-then-gone", func(t *testing.T) {
+		h := newHost(t, "16")
+		sleeper := exec.Command("sleep", "60")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+		pid := sleeper.Process.Pid
+		h.plantLock(fmt.Sprintf("%s %s %d %s node-a 1 configure-containerd", bootID(), self, pid, startTime(pid)))
+		h.mustFail("install-runsc.sh", map[string]string{"LOCK_TIMEOUT_SECONDS": "2"}, `still holds /run/gvisorgen/lock after 2s`)
+		h.assertNothingInstalled()
+		_ = sleeper.Process.Kill()
+		_ = sleeper.Wait()
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+	})
+	t.Run("live-holder-other-pidns-waited-for-then-gone", func(t *testing.T) {
+		h := newHost(t, "16")
+		// a holder in its own pid namespace, as another container's process would be
+		holder := exec.Command("unshare", "--pid", "--fork", "--kill-child", "sleep", "60")
+		if err := holder.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+		var ns string
+		for i := 0; i < 100 && ns == ""; i++ {
+			kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", holder.Process.Pid, holder.Process.Pid))
+			if f := strings.Fields(string(kids)); len(f) > 0 {
+				ns = pidNS(f[0])
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ns == "" || ns == self {
+			t.Fatalf("no separate pid namespace (%q)", ns)
+		}
+		h.plantLock(fmt.Sprintf("%s %s 1 999 node-b 1 install-runsc", bootID(), ns))
+		h.mustFail("install-runsc.sh", map[string]string{"LOCK_TIMEOUT_SECONDS": "2"}, `still holds`)
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+		// unshare's child dies with it (SIGKILL of pid 1 of the namespace)
+		time.Sleep(200 * time.Millisecond)
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+	})
+	t.Run("killed-run-leaves-no-lock-forever", func(t *testing.T) {
+		h := newHost(t, "16")
+		// a run killed in the middle of a download (SIGKILL: no trap runs)
+		cmd := exec.Command(filepath.Join(bbDir, "sh"), filepath.Join(scriptsDir, "install-runsc.sh"))
+		for _, k := range sortedKeys(h.Env) {
+			cmd.Env = append(cmd.Env, k+"="+h.Env[k])
+		}
+		cmd.Env = append(cmd.Env, "PATH="+bbDir, "GVISOR_BASE_URL="+faultURL+"/hang", "DOWNLOAD_TIMEOUT_SECONDS=30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100 && !h.exists("/run/gvisorgen/lock/holder"); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if !h.exists("/run/gvisorgen/lock/holder") {
+			t.Fatal("the killed run held no lock")
+		}
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "broke a stale lock")
+		h.assertInstalled("/usr/local/bin", tagBin, binFiles...)
+	})
+}
+
+func TestReady(t *testing.T) {
+	h := newHost(t, "24")
+	h.setConfig(def24())
+	h.startContainerd()
+	h.mustFail("ready.sh", nil, "no stamp")
+	h.mustRun("install-runsc.sh", nil)
+	h.mustFail("ready.sh", nil, "never seen running")
+	h.mustRun("configure-containerd.sh", nil)
+	h.mustRun("ready.sh", nil)
+	h.mustFail("ready.sh", map[string]string{"GVISOR_VERSION": tagOld}, "does not name "+tagOld)
+	// someone edits the config after us
+	cfg := h.config()
+	h.setConfig(cfg + "# edited\n")
+	h.mustFail("ready.sh", nil, "changed since configure-containerd validated it")
+	h.setConfig(cfg)
+	h.mustRun("ready.sh", nil)
+	// a binary vanishes
+	_ = os.Rename(h.P("/usr/local/bin/containerd-shim-runsc-v1"), h.P("/usr/local/bin/shim.away"))
+	h.mustFail("ready.sh", nil, "containerd-shim-runsc-v1 is missing")
+	_ = os.Rename(h.P("/usr/local/bin/shim.away"), h.P("/usr/local/bin/containerd-shim-runsc-v1"))
+	// containerd down
+	if out, err := h.hostCmd("systemctl", "stop", "containerd"); err != nil {
+		t.Fatal(err, out)
+	}
+	h.mustFail("ready.sh", nil, "does not answer")
+	h.startContainerd()
+	h.mustRun("ready.sh", nil)
+}
+
+// ociImage: a minimal OCI image archive (one layer with one file) for `ctr images import`.
+func ociImage(ref string) []byte {
+	var layer bytes.Buffer
+	lw := tar.NewWriter(&layer)
+	_ = lw.WriteHeader(&tar.Header{Name: "hello", Mode: 0o644, Size: 3, Typeflag: tar.TypeReg})
+	_, _ = lw.Write([]byte("hi\n"))
+	_ = lw.Close()
+	blobs := map[string][]byte{}
+	add := func(b []byte) (string, int) {
+		s := sha256.Sum256(b)
+		d := hex.EncodeToString(s[:])
+		blobs[d] = b
+		return d, len(b)
+	}
+	ld, ls := add(layer.Bytes())
+	cd, cs := add([]byte(fmt.Sprintf(`{"architecture":"amd64","os":"linux","config":{"Cmd":["/hello"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}`, ld)))
+	md, ms := add([]byte(fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%d}]}`, cd, cs, ld, ls)))
+	index := fmt.Sprintf(`{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"},"platform":{"architecture":"amd64","os":"linux"}}]}`, md, ms, ref, ref)
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	put := func(name string, b []byte) {
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write(b)
+	}
+	put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	put("index.json", []byte(index))
+	for _, d := range sortedKeys(blobs) {
+		put("blobs/sha256/"+d, blobs[d])
+	}
+	_ = tw.Close()
+	return out.Bytes()
+}
+
+func TestUninstall(t *testing.T) {
+	for _, c := range []struct{ name, ver, cfg string }{{"default", "16", def16()}, {"default", "24", def24()}, {"no-runtimes", "16", cfgV2NoRuntimes}} {
+		t.Run("removes-everything-restores-config/"+c.name+"/"+c.ver, func(t *testing.T) {
+			h := fullInstall(t, c.ver, c.cfg)
+			h.Env["GVISOR_MODE"] = "uninstall"
+			h.mustFail("ready.sh", nil, "still there")
+			before := h.restarts()
+			h.mustRun("uninstall.sh", nil)
+			if got := h.config(); got != c.cfg {
+				t.Fatalf("config after uninstall differs from the original:\n%s", got)
+			}
+			for _, p := range []string{"/usr/local/bin/runsc", "/usr/local/bin/containerd-shim-runsc-v1", "/usr/local/bin/.gvisorgen-runsc.stamp",
+				"/etc/containerd/runsc.toml", "/etc/containerd/config.toml.gvisorgen-applied"} {
+				if h.exists(p) {
+					t.Fatalf("%s left after uninstall", p)
+				}
+			}
+			if h.restarts() != before+1 {
+				t.Fatal("want one restart")
+			}
+			h.checkReal(false)
+			h.mustRun("ready.sh", nil)
+			// again: nothing to do, no restart
+			h.mustRun("uninstall.sh", nil)
+			if h.restarts() != before+1 {
+				t.Fatal("second uninstall restarted containerd")
+			}
+		})
+	}
+	t.Run("archive-release-removes-gvisor-bin/2.4", func(t *testing.T) {
+		h := newHost(t, "24")
+		h.setConfig(def24())
+		h.startContainerd()
+		h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch})
+		h.mustRun("configure-containerd.sh", map[string]string{"GVISOR_VERSION": tagArch})
+		h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
+		ents, _ := os.ReadDir(h.P("/usr/local/bin"))
+		if len(ents) != 0 {
+			t.Fatalf("install dir not empty: %v", ents)
+		}
+	})
+	t.Run("handwritten-runtime-left-alone/1.6", func(t *testing.T) {
+		cfg := def16() + "\n" + tblV2 + "\n  runtime_type = \"io.containerd.runsc.v1\"\n"
+		h := fullInstall(t, "16", cfg)
+		h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
+		if h.config() != cfg {
+			t.Fatal("hand-written runtime touched")
+		}
+	})
+	for _, ver := range []string{"16", "24"} {
+		t.Run("refused-while-a-sandbox-runs/"+ver, func(t *testing.T) {
+			cfg := def16()
+			if ver == "24" {
+				cfg = def24()
+			}
+			h := fullInstall(t, ver, cfg)
+			img := filepath.Join(h.Dir, "img.tar")
+			if err := os.WriteFile(img, ociImage("docker.io/library/tiny:1"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				{"ctr", "-n", "k8s.io", "images", "import", img},
+				{"ctr", "-n", "k8s.io", "containers", "create", "--runtime", "io.containerd.runsc.v1", "docker.io/library/tiny:1", "sandbox-1"},
+			} {
+				if out, err := h.hostCmd(args...); err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, out)
+				}
+			}
+			stamp := h.read("/usr/local/bin/.gvisorgen-runsc.stamp")
+			h.Env["GVISOR_MODE"] = "uninstall"
+			before := h.restarts()
+			h.mustFail("uninstall.sh", nil, `1 gVisor container\(s\) still on this node \(k8s.io/sandbox-1 \): drain them first`)
+			if h.config() == cfg || h.read("/usr/local/bin/.gvisorgen-runsc.stamp") != stamp || h.restarts() != before {
+				t.Fatal("uninstall changed something while refusing")
+			}
+			if out, err := h.hostCmd("ctr", "-n", "k8s.io", "containers", "rm", "sandbox-1"); err != nil {
+				t.Fatal(err, out)
+			}
+			h.mustRun("uninstall.sh", nil)
+			if h.config() != cfg {
+				t.Fatal("config not restored")
+			}
+		})
+	}
+}
