@@ -20,12 +20,29 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Module versions whose zips carry the Argo CD and Flux CRDs. They are only
-// downloaded when delivery/ exists.
-var crdModules = []struct{ module, dir string }{
-	{"github.com/argoproj/argo-cd/v3@v3.6.1", "manifests/crds"},
-	{"github.com/fluxcd/source-controller@v1.10.1", "config/crd/bases"},
-	{"github.com/fluxcd/kustomize-controller@v1.10.1", "config/crd/bases"},
+// The Argo CD and Flux CRDs come from these modules' zips (only when delivery/
+// exists), at the versions ci/schemas.sh generates the CUE schema from, so the
+// server and vet judge delivery objects by the same CRDs.
+var crdModules = []struct{ schemasVar, dir string }{
+	{"ARGOCD", "manifests/crds"},
+	{"FLUX_SOURCE", "config/crd/bases"},
+	{"FLUX_KUSTOMIZE", "config/crd/bases"},
+}
+
+// crdModule reads NAME=module@version from ci/schemas.sh.
+func crdModule(t testing.TB, root, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "ci", "schemas.sh"))
+	if err != nil {
+		t.Fatalf("CRD versions: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+"="); ok && strings.Contains(v, "@") {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	t.Fatalf("ci/schemas.sh sets no %s=module@version: the CRD versions are read from there", name)
+	return ""
 }
 
 // object is the identity of one document of a manifest file.
@@ -216,7 +233,7 @@ func testDelivery(t *testing.T, c *cluster, root string) {
 	if len(files) == 0 {
 		t.Fatal("delivery/ exists but holds no API objects")
 	}
-	installCRDs(t, c)
+	installCRDs(t, c, root)
 	ensureNamespaces(t, c, files)
 	dryRunAll(t, c, root, files)
 }
@@ -225,12 +242,13 @@ func testDelivery(t *testing.T, c *cluster, root string) {
 // applies them for real and polls discovery until every served version of
 // every CRD is there (polling discovery is steadier than `kubectl wait
 // --for condition=Established`).
-func installCRDs(t *testing.T, c *cluster) {
+func installCRDs(t *testing.T, c *cluster, root string) {
 	t.Helper()
 	ctx := context.Background()
 	type gv struct{ path, plural string }
 	var want []gv
-	for _, m := range crdModules {
+	for _, cm := range crdModules {
+		m := struct{ module, dir string }{crdModule(t, root, cm.schemasVar), cm.dir}
 		cmd := exec.Command("go", "mod", "download", "-json", m.module)
 		cmd.Dir = t.TempDir() // outside any module: nothing is added to a go.mod
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")

@@ -122,7 +122,8 @@ func mutations() []mutation {
 		{name: "toleration: bad key", file: ds, ops: []op{tol(map[string]any{"key": "bad key", "operator": "Exists"})}},
 		{name: "toleration: tolerate everything", file: ds, ops: []op{tol(map[string]any{"operator": "Exists"})}},
 		{name: "nodeSelector: bad value", file: ds, ops: []op{set(pod("nodeSelector", "kubernetes.io/os"), "linux!")}},
-		{name: "terminationGracePeriodSeconds: negative", file: ds, ops: []op{set(pod("terminationGracePeriodSeconds"), -1)}},
+		{name: "terminationGracePeriodSeconds: negative", file: ds, ops: []op{set(pod("terminationGracePeriodSeconds"), -1)},
+			policy: "the server only warns (\"negative values are invalid and will be treated as 1\"): the value is never what was meant"},
 		{name: "terminationGracePeriodSeconds: string", file: ds, ops: []op{set(pod("terminationGracePeriodSeconds"), "5")}},
 		{name: "priorityClassName: underscore", file: ds, ops: []op{set(pod("priorityClassName"), "system_node_critical")}},
 		{name: "serviceAccountName: uppercase", file: ds, ops: []op{set(pod("serviceAccountName"), "Runsc-Installer")}},
@@ -168,7 +169,8 @@ func mutations() []mutation {
 		{name: "hostPath type: lower case", file: ds, ops: []op{set(pod("volumes", 1, "hostPath", "type"), "directory")}},
 		{name: "hostPath path: empty", file: ds, ops: []op{set(pod("volumes", 1, "hostPath", "path"), "")}},
 		{name: "hostPath path: with ..", file: ds, ops: []op{set(pod("volumes", 1, "hostPath", "path"), "/usr/local/../bin")}},
-		{name: "hostPath path: relative", file: ds, ops: []op{set(pod("volumes", 1, "hostPath", "path"), "usr/local/bin")}},
+		{name: "hostPath path: relative", file: ds, ops: []op{set(pod("volumes", 1, "hostPath", "path"), "usr/local/bin")},
+			policy: "the kubelet would resolve a relative host path against its own working directory: never the host folder meant"},
 		{name: "volume: duplicate name", file: ds, ops: []op{set(pod("volumes", 2, "name"), "host-install-dir")}},
 		{name: "volume name: uppercase", file: ds, ops: []op{set(pod("volumes", 0, "name"), "Scripts")}},
 		{name: "volumeMount: unknown volume", file: ds, ops: []op{set(ctr("volumeMounts", 0, "name"), "scripts2")}},
@@ -255,6 +257,7 @@ func setPath(cur any, path []any, v any, remove bool) error {
 // verdict is what one side said.
 type verdict struct {
 	ok   bool
+	warn bool   // accepted with a warning
 	code int    // vet's exit code
 	msg  string // full output
 	err  string // could not get a verdict
@@ -264,6 +267,8 @@ func (v verdict) String() string {
 	switch {
 	case v.err != "":
 		return "ERROR"
+	case v.ok && v.warn:
+		return "accept+W"
 	case v.ok:
 		return "accept"
 	default:
@@ -279,6 +284,7 @@ type result struct {
 
 // vetter runs `gvisorgen vet --manifests`.
 type vetter struct {
+	root    string
 	bin     string
 	missing string // why vet --manifests cannot be used
 }
@@ -295,7 +301,7 @@ func buildVet(t *testing.T, root string) *vetter {
 	if !strings.Contains(string(out), "--manifests") {
 		return &vetter{missing: "`gvisorgen vet --help` lists no --manifests flag: `vet --manifests` is not implemented yet"}
 	}
-	return &vetter{bin: bin}
+	return &vetter{root: root, bin: bin}
 }
 
 func (v *vetter) vet(ctx context.Context, file string) verdict {
@@ -303,6 +309,7 @@ func (v *vetter) vet(ctx context.Context, file string) verdict {
 		return verdict{err: "vet --manifests unavailable"}
 	}
 	cmd := exec.CommandContext(ctx, v.bin, "vet", "--manifests", file)
+	cmd.Dir = v.root
 	out, err := cmd.CombinedOutput()
 	code := 0
 	var ee *exec.ExitError
@@ -327,7 +334,7 @@ func serverVerdict(ctx context.Context, c *cluster, file string) verdict {
 	if err != nil && !errors.As(err, &ee) {
 		return verdict{err: err.Error(), msg: out}
 	}
-	return verdict{ok: err == nil, msg: out}
+	return verdict{ok: err == nil, warn: err == nil && strings.Contains(out, "Warning:"), msg: out}
 }
 
 func testMutations(t *testing.T, c *cluster, root string) {
@@ -450,7 +457,7 @@ func report(t *testing.T, results []result, haveVet bool) {
 		errs                         []string
 	)
 	var tbl strings.Builder
-	fmt.Fprintf(&tbl, "%-3s %-48s %-40s %-7s %-7s %-9s %s\n", "#", "mutation", "file", "server", "vet", "verdict", "server says")
+	fmt.Fprintf(&tbl, "%-3s %-48s %-40s %-8s %-7s %-9s %s\n", "#", "mutation", "file", "server", "vet", "verdict", "server says")
 	for i, r := range results {
 		status := ""
 		switch {
@@ -501,7 +508,7 @@ func report(t *testing.T, results []result, haveVet bool) {
 					i+1, r.m.name, r.m.file, indent(r.server.msg)))
 			}
 		}
-		fmt.Fprintf(&tbl, "%-3d %-48s %-40s %-7s %-7s %-9s %s\n", i+1, trunc(r.m.name, 48), r.m.file,
+		fmt.Fprintf(&tbl, "%-3d %-48s %-40s %-8s %-7s %-9s %s\n", i+1, trunc(r.m.name, 48), r.m.file,
 			r.server, vetCol(r.vet, haveVet), status, firstLine(r.server.msg, 160))
 	}
 	t.Logf("mutation table (target %s):\n%s", mutationTarget, tbl.String())

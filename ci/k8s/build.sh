@@ -78,6 +78,7 @@ echo "k8s binaries: cache miss, building Kubernetes $K8S_VERSION and etcd $ETCD_
 echo "k8s binaries: into $dest (cold: about 15-20 minutes on 2 cores)"
 mkdir -p "$cache"
 tmp=$(mktemp -d "$cache/.k8s-$key.tmp.XXXXXX")
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM HUP
 
