@@ -83,8 +83,18 @@ func freePort(t testing.TB) int {
 var (
 	procMu    sync.Mutex
 	procs     = map[int]string{} // process group id -> name
+	scratch   []string           // folders to remove on an interrupt
 	watchOnce sync.Once
 )
+
+// tempDir is t.TempDir, also removed when the run is interrupted.
+func tempDir(t testing.TB) string {
+	d := t.TempDir()
+	procMu.Lock()
+	scratch = append(scratch, filepath.Dir(d))
+	procMu.Unlock()
+	return d
+}
 
 func watchSignals() {
 	watchOnce.Do(func() {
@@ -96,6 +106,10 @@ func watchSignals() {
 			for pgid, name := range procs {
 				fmt.Fprintf(os.Stderr, "apiserver: %v: stopping %s (pgid %d)\n", s, name, pgid)
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			time.Sleep(200 * time.Millisecond) // let the killed processes release their files
+			for _, d := range scratch {
+				_ = os.RemoveAll(d)
 			}
 			procMu.Unlock()
 			os.Exit(130)
@@ -167,7 +181,7 @@ func tail(path string, n int) string {
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	bin := binaries(t, "etcd", "kube-apiserver", "kubectl")
-	dir := t.TempDir()
+	dir := tempDir(t)
 	c := &cluster{bin: bin, dir: dir}
 	start := time.Now()
 

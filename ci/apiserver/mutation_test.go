@@ -291,7 +291,7 @@ type vetter struct {
 
 func buildVet(t *testing.T, root string) *vetter {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gvisorgen")
+	bin := filepath.Join(tempDir(t), "gvisorgen")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gvisorgen")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -340,13 +340,23 @@ func serverVerdict(ctx context.Context, c *cluster, file string) verdict {
 func testMutations(t *testing.T, c *cluster, root string) {
 	ctx := context.Background()
 	srcDir := filepath.Join(root, "generated", mutationTarget)
-	work := t.TempDir()
+	work := tempDir(t)
 	vt := buildVet(t, root)
 	if vt.missing != "" {
 		t.Errorf("vet verdicts unavailable: %s", vt.missing)
 	}
 
-	// Baseline: every unmutated file is accepted by both.
+	// Baseline: every unmutated file is accepted by both, and vet accepts
+	// every target folder as a whole.
+	ensureNamespaces(t, c, manifestFiles(t, srcDir))
+	if vt.bin != "" {
+		for _, target := range targets(t, root) {
+			dir := filepath.Join(root, "generated", target)
+			if v := vt.vet(ctx, dir); !v.ok {
+				t.Errorf("gvisorgen vet --manifests generated/%s (%s):\n%s", target, v, v.msg)
+			}
+		}
+	}
 	originals := map[string][]byte{}
 	for _, f := range manifestFiles(t, srcDir) {
 		b, err := os.ReadFile(f)
