@@ -28,7 +28,10 @@ import (
 //     each with its reason (mutation.policy).
 //
 // Set APISERVER_PARITY=report to print the table without failing on a
-// mismatch (the generated objects must still be accepted).
+// mismatch (the generated objects must still be accepted),
+// APISERVER_VERBOSE=1 to log both sides' full messages for every mutation, and
+// APISERVER_REPORT=FILE to write the table, the policy list and every full
+// message to FILE.
 
 const mutationTarget = "kind"
 
@@ -189,6 +192,42 @@ func mutations() []mutation {
 		{name: "storageclass name: managed by kind", file: sc, ops: []op{set(p("metadata", "name"), "standard")},
 			policy: "kind (standard), GKE (standard-rwo) and EKS (gp2) manage these classes; their parameters are immutable, so applying over them fails or fights the cloud"},
 
+		// Valid changes: the server accepts them, so vet must too (or list a policy).
+		{name: "ok: label value empty", file: ds, ops: []op{set(p("metadata", "labels", "example.com/empty"), "")}},
+		{name: "ok: label key with upper case name", file: ds, ops: []op{set(p("metadata", "labels", "example.com/MyTeam"), "Infra_1")}},
+		{name: "ok: annotation with a long value", file: ds, ops: []op{set(p("metadata", "annotations", "example.com/note"), strings.Repeat("x ", 2000))}},
+		{name: "ok: toleration NoExecute with seconds", file: ds, ops: []op{tol(map[string]any{"key": "sandbox", "operator": "Equal", "value": "gvisor", "effect": "NoExecute", "tolerationSeconds": 30})}},
+		{name: "ok: extra nodeSelector label", file: ds, ops: []op{set(pod("nodeSelector", "sandbox.example.com/gvisor"), "true")}},
+		{name: "ok: image by digest", file: ds, ops: []op{set(ctr("image"), "busybox@sha256:"+strings.Repeat("ab", 32))}},
+		{name: "ok: image from a registry with a port", file: ds, ops: []op{set(ctr("image"), "registry.example.com:5000/mirror/busybox:1.37.0-glibc")}},
+		{name: "ok: cpu as a decimal", file: ds, ops: []op{set(ctr("resources", "requests", "cpu"), "0.5")}},
+		{name: "ok: cpu as a bare integer", file: ds, ops: []op{set(ctr("resources", "requests", "cpu"), 1)}},
+		{name: "ok: memory in exponent form", file: ds, ops: []op{set(ctr("resources", "requests", "memory"), "32e6")}},
+		{name: "ok: maxUnavailable 100%", file: ds, ops: []op{set(p("spec", "updateStrategy", "rollingUpdate", "maxUnavailable"), "100%")}},
+		{name: "ok: maxSurge 1 with maxUnavailable 0", file: ds, ops: []op{
+			set(p("spec", "updateStrategy", "rollingUpdate", "maxUnavailable"), 0), set(p("spec", "updateStrategy", "rollingUpdate", "maxSurge"), 1)}},
+		{name: "ok: updateStrategy OnDelete", file: ds, ops: []op{set(p("spec", "updateStrategy"), map[string]any{"type": "OnDelete"})}},
+		{name: "ok: hostPath type empty", file: ds, ops: []op{set(pod("volumes", 1, "hostPath", "type"), "")}},
+		{name: "ok: volumeMount with subPath", file: ds, ops: []op{set(ctr("volumeMounts", 0, "subPath"), "lib")}},
+		{name: "ok: env from fieldRef", file: ds, ops: []op{set(ctr("env", 0), map[string]any{"name": "NODE_NAME",
+			"valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}})}},
+		{name: "ok: env name with dots", file: ds, ops: []op{set(ctr("env", 0, "name"), "gvisor.scripts")}},
+		{name: "ok: configMap defaultMode 0", file: ds, ops: []op{set(pod("volumes", 0, "configMap", "defaultMode"), 0)}},
+		{name: "ok: priorityClassName system-cluster-critical", file: ds, ops: []op{set(pod("priorityClassName"), "system-cluster-critical")}},
+		{name: "ok: terminationGracePeriodSeconds 0", file: ds, ops: []op{set(pod("terminationGracePeriodSeconds"), 0)}},
+		{name: "ok: storageclass mountOptions", file: sc, ops: []op{set(p("mountOptions"), []any{"noatime"})}},
+		{name: "ok: storageclass allowedTopologies", file: sc, ops: []op{set(p("allowedTopologies"), []any{map[string]any{
+			"matchLabelExpressions": []any{map[string]any{"key": "topology.kubernetes.io/zone", "values": []any{"zone-a"}}}}})}},
+		{name: "ok: runtimeclass scheduling", file: rc, ops: []op{set(p("scheduling"), map[string]any{
+			"nodeSelector": map[string]any{"sandbox.example.com/gvisor": "true"},
+			"tolerations":  []any{map[string]any{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}}})}},
+
+		// More rejections
+		{name: "annotations: over 256 KiB in all", file: ds, ops: []op{set(p("metadata", "annotations", "example.com/blob"), strings.Repeat("x", 270000))}},
+		{name: "name: 254 characters", file: sc, ops: []op{set(p("metadata", "name"), strings.Repeat("a", 254))}},
+		{name: "label value: leading dash", file: ds, ops: []op{set(p("metadata", "labels", "app.kubernetes.io/part-of"), "-gvisor")}},
+		{name: "runtimeclass overhead: unknown resource", file: rc, ops: []op{set(p("overhead"), map[string]any{"podFixed": map[string]any{"memroy": "64Mi"}})}},
+
 		// Namespace, ServiceAccount, ConfigMap
 		{name: "namespace name: underscore", file: ns, ops: []op{set(p("metadata", "name"), "gvisor_system")}},
 		{name: "namespace: pod-security level typo", file: ns, ops: []op{set(p("metadata", "labels", "pod-security.kubernetes.io/enforce"), "privilegd")}},
@@ -258,6 +297,7 @@ func setPath(cur any, path []any, v any, remove bool) error {
 type verdict struct {
 	ok   bool
 	warn bool   // accepted with a warning
+	kc   bool   // rejected by kubectl itself, before the server
 	code int    // vet's exit code
 	msg  string // full output
 	err  string // could not get a verdict
@@ -271,6 +311,8 @@ func (v verdict) String() string {
 		return "accept+W"
 	case v.ok:
 		return "accept"
+	case v.kc:
+		return "reject/k"
 	default:
 		return "reject"
 	}
@@ -334,7 +376,8 @@ func serverVerdict(ctx context.Context, c *cluster, file string) verdict {
 	if err != nil && !errors.As(err, &ee) {
 		return verdict{err: err.Error(), msg: out}
 	}
-	return verdict{ok: err == nil, warn: err == nil && strings.Contains(out, "Warning:"), msg: out}
+	return verdict{ok: err == nil, warn: err == nil && strings.Contains(out, "Warning:"),
+		kc: err != nil && strings.HasPrefix(strings.TrimSpace(out), "error:"), msg: out}
 }
 
 func testMutations(t *testing.T, c *cluster, root string) {
@@ -521,7 +564,7 @@ func report(t *testing.T, results []result, haveVet bool) {
 		fmt.Fprintf(&tbl, "%-3d %-48s %-40s %-8s %-7s %-9s %s\n", i+1, trunc(r.m.name, 48), r.m.file,
 			r.server, vetCol(r.vet, haveVet), status, firstLine(r.server.msg, 160))
 	}
-	t.Logf("mutation table (target %s):\n%s", mutationTarget, tbl.String())
+	t.Logf("mutation table (target %s; reject/k: kubectl refused it before the server; accept+W: accepted with a warning):\n%s", mutationTarget, tbl.String())
 
 	var detail strings.Builder
 	for i, r := range results {
@@ -533,7 +576,9 @@ func report(t *testing.T, results []result, haveVet bool) {
 			fmt.Fprintf(&detail, "  policy: %s\n", r.m.policy)
 		}
 	}
-	t.Logf("full messages:\n%s", detail.String())
+	if os.Getenv("APISERVER_VERBOSE") != "" {
+		t.Logf("full messages:\n%s", detail.String())
+	}
 
 	var pol strings.Builder
 	for _, r := range results {
@@ -551,6 +596,15 @@ func report(t *testing.T, results []result, haveVet bool) {
 	}
 	t.Log(summary)
 	fmt.Println(summary) // also in non-verbose output
+	if path := os.Getenv("APISERVER_REPORT"); path != "" {
+		rep := fmt.Sprintf("%s\n\n%s\npolicy (vet rejects on purpose, Kubernetes allows):\n%s\nfull messages:\n%s",
+			summary, tbl.String(), pol.String(), detail.String())
+		if err := os.WriteFile(path, []byte(rep), 0o644); err != nil {
+			t.Errorf("APISERVER_REPORT: %v", err)
+		} else {
+			t.Logf("report written to %s", path)
+		}
+	}
 
 	for _, e := range errs {
 		t.Errorf("no verdict: %s", e)

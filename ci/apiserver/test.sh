@@ -8,7 +8,8 @@
 # A missing binary is a failure, never a skip. Extra `go test` flags may be
 # passed, e.g. `sh ci/apiserver/test.sh -run TestAPIServer/generated`.
 # APISERVER_PARITY=report prints the mutation table without failing on a
-# parity mismatch.
+# parity mismatch; APISERVER_VERBOSE=1 logs every full message and
+# APISERVER_REPORT=FILE writes the whole mutation report to FILE.
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
