@@ -293,6 +293,19 @@ func setPath(cur any, path []any, v any, remove bool) error {
 	return nil
 }
 
+// leaf is the last field name the mutation changes (for "does vet's message
+// name the field" in the report).
+func (m mutation) leaf() string {
+	for i := len(m.ops) - 1; i >= 0; i-- {
+		for j := len(m.ops[i].path) - 1; j >= 0; j-- {
+			if k, ok := m.ops[i].path[j].(string); ok {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
 // verdict is what one side said.
 type verdict struct {
 	ok   bool
@@ -508,6 +521,7 @@ func report(t *testing.T, results []result, haveVet bool) {
 		policyTotal, policyHeld      int
 		mismatches, policyProblems   []string
 		errs                         []string
+		namesField                   int
 	)
 	var tbl strings.Builder
 	fmt.Fprintf(&tbl, "%-3s %-48s %-40s %-8s %-7s %-9s %s\n", "#", "mutation", "file", "server", "vet", "verdict", "server says")
@@ -550,6 +564,11 @@ func report(t *testing.T, results []result, haveVet bool) {
 					vetAcceptsToo++
 				} else {
 					vetRejectsToo++
+					if leaf := r.m.leaf(); leaf != "" && strings.Contains(r.vet.msg, leaf) {
+						namesField++
+					} else {
+						status = "parity*"
+					}
 				}
 			case r.server.ok:
 				status = "MISMATCH"
@@ -564,7 +583,7 @@ func report(t *testing.T, results []result, haveVet bool) {
 		fmt.Fprintf(&tbl, "%-3d %-48s %-40s %-8s %-7s %-9s %s\n", i+1, trunc(r.m.name, 48), r.m.file,
 			r.server, vetCol(r.vet, haveVet), status, firstLine(r.server.msg, 160))
 	}
-	t.Logf("mutation table (target %s; reject/k: kubectl refused it before the server; accept+W: accepted with a warning):\n%s", mutationTarget, tbl.String())
+	t.Logf("mutation table (target %s; reject/k: kubectl refused it before the server; accept+W: accepted with a warning; parity*: both reject, but vet's message does not name the changed field):\n%s", mutationTarget, tbl.String())
 
 	var detail strings.Builder
 	for i, r := range results {
@@ -589,8 +608,8 @@ func report(t *testing.T, results []result, haveVet bool) {
 	t.Logf("policy (vet rejects on purpose, Kubernetes allows):\n%s", pol.String())
 
 	parityN := serverRejects + serverAccepts
-	summary := fmt.Sprintf("SUMMARY mutations=%d | schema parity: %d/%d (server rejects %d: vet rejects %d; server accepts %d: vet accepts %d) | policy: %d/%d enforced",
-		len(results), vetRejectsToo+vetAcceptsToo, parityN, serverRejects, vetRejectsToo, serverAccepts, vetAcceptsToo, policyHeld, policyTotal)
+	summary := fmt.Sprintf("SUMMARY mutations=%d | schema parity: %d/%d (server rejects %d: vet rejects %d; server accepts %d: vet accepts %d) | policy: %d/%d enforced | vet's rejection names the changed field: %d/%d",
+		len(results), vetRejectsToo+vetAcceptsToo, parityN, serverRejects, vetRejectsToo, serverAccepts, vetAcceptsToo, policyHeld, policyTotal, namesField, vetRejectsToo)
 	if !haveVet {
 		summary += " | vet --manifests unavailable: parity not measured"
 	}
