@@ -8,7 +8,7 @@
 # <key> hashes the Kubernetes and etcd versions, `go version`, the wrapper's
 # go.mod and go.sum and the ldflags. The build goes into a temp folder that is
 # renamed into place only when every binary is there, so an interrupted build
-# never looks complete. A warm run is a cache hit that takes about a second.
+# never looks complete. A warm run is a cache hit that takes well under a second.
 #
 #   sh ci/k8s/build.sh          build if needed, print timings and the folder
 #   sh ci/k8s/build.sh --dir    print the cache folder only (nothing is built)
@@ -115,9 +115,10 @@ fi
 trap - EXIT
 rm -rf "$tmp"
 
-# Keep the cache small: drop folders of older keys.
+# Folders of other keys may still be in use (another checkout, a version
+# bump being tried): name them, never remove them here.
 for old in "$cache"/k8s-*; do
-	[ "$old" = "$dest" ] || [ ! -d "$old" ] || rm -rf "$old"
+	[ "$old" = "$dest" ] || [ ! -d "$old" ] || echo "k8s binaries: another key's folder, $(du -sh "$old" | cut -f1), remove it by hand once unused: $old"
 done
 
 echo "k8s binaries: built in $(($(now) - t0))s -> $dest"
