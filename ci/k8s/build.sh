@@ -26,10 +26,10 @@ t0=$(now)
 modver() { awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' go.mod; }
 K8S_VERSION=$(modver k8s.io/kubernetes)
 ETCD_VERSION=$(modver go.etcd.io/etcd/server/v3)
-[ -n "$K8S_VERSION" ] && [ -n "$ETCD_VERSION" ] || {
+if [ -z "$K8S_VERSION" ] || [ -z "$ETCD_VERSION" ]; then
 	echo "build.sh: cannot read the k8s.io/kubernetes or etcd version from $here/go.mod" >&2
 	exit 1
-}
+fi
 k8s_minor=${K8S_VERSION#v1.}
 k8s_minor=${k8s_minor%%.*}
 
@@ -64,12 +64,12 @@ if [ "${1:-}" = "--dir" ]; then
 	exit 0
 fi
 
-complete() {
+is_complete() {
 	[ -f "$1/.complete" ] || return 1
 	for b in $BINS; do [ -x "$1/$b" ] || return 1; done
 }
 
-if complete "$dest"; then
+if is_complete "$dest"; then
 	echo "k8s binaries: cache hit $dest ($(($(now) - t0))s)"
 	exit 0
 fi
@@ -105,7 +105,7 @@ done
 	date -u +%Y-%m-%dT%H:%M:%SZ
 } >"$tmp/.complete"
 
-if complete "$dest"; then
+if is_complete "$dest"; then
 	# Another build finished first; keep its result.
 	echo "k8s binaries: $dest appeared meanwhile, keeping it"
 else
