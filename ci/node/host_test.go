@@ -80,8 +80,8 @@ func newHost(t *testing.T, ver string) *Host {
 	return h
 }
 
-// The HOST_EXEC of the tests: a private mount namespace in which the fake host's dirs hide the machine's, and a PATH
-// that finds the fake systemctl and the chosen containerd first. Commands see the host's real paths, as under nsenter.
+// The HOST_EXEC of the tests: a private mount namespace in which the fake host's dirs hide the machine's, with the
+// fake systemctl and the chosen containerd in /usr/local/sbin (first on the host PATH the scripts use). Commands see the host's real paths, as under nsenter.
 const hostExec = `#!/bin/sh
 exec unshare --mount --propagation private sh -c '
 set -e
@@ -90,6 +90,7 @@ mount --bind "$H/etc/containerd" /etc/containerd
 mount --bind "$H/usr/local/bin" /usr/local/bin
 mount --bind "$H/run" /run
 mount --bind "$H/home" /home
+mount --bind @DIR@/fakebin /usr/local/sbin
 export PATH=@DIR@/fakebin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 exec "$@"' hostexec "$@"
 `

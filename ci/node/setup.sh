@@ -1,7 +1,7 @@
 #!/bin/sh
 # ci/node/setup.sh: install what the node-installer tests need (idempotent, prints phase timings).
 #  - Debian packages: busybox-static (the installer's shell and applets), containerd 1.6 + runc (the 1.6 checks),
-#    shellcheck, bzip2 (to build the test's release archive), util-linux (unshare), procps.
+#    the shellcheck linter, bzip2 (to build the test's release archive), util-linux (unshare), procps.
 #  - containerd v2.4.2 built from its Go module into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-v2.4.2/containerd
 #    (built into a temp dir and renamed, so an interrupted build never looks complete).

@@ -24,6 +24,7 @@ wget_T_lines() {
 	grep -nE '^[^#]*wget([[:space:]]+[^|;&#]*)?[[:space:]](-[A-Za-z]*T|--timeout)' "$@" || true
 }
 probe=$(mktemp)
+# shellcheck disable=SC2016 # a literal example line
 printf 'x=$(wget -q -T 5 -O f u)\n' >"$probe"
 [ -n "$(wget_T_lines "$probe")" ] || { rm -f "$probe"; echo "test-node: FAIL: the wget -T ban does not catch its own example" >&2; exit 1; }
 printf 'timeout 5 wget -q -O f u\n' >"$probe"

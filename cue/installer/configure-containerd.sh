@@ -58,8 +58,8 @@ else
 	existed=
 	mode=644
 	gvz_log "no $CONTAINERD_CONFIG on the host: starting from the host containerd's own 'containerd config default'"
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	timeout 60 $HOST_EXEC containerd config default >"$T/current" 2>"$T/default.err" ||
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+	timeout 60 $GVZ_HX containerd config default >"$T/current" 2>"$T/default.err" ||
 		gvz_die "'containerd config default' failed on the host: $(head -c 300 "$T/default.err")"
 	[ -s "$T/current" ] || gvz_die "'containerd config default' printed nothing on the host"
 fi

@@ -44,6 +44,7 @@ gvz_load_env() {
 	HOST_ROOT=${HOST_ROOT-/host}
 	HOST_ROOT=${HOST_ROOT%/}
 	HOST_EXEC=${HOST_EXEC:-nsenter -t 1 -m -u -i -n -p --}
+	HOST_PATH=${HOST_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
 	GVISOR_VERSION=${GVISOR_VERSION:-}
 	GVISOR_BASE_URL=${GVISOR_BASE_URL:-https://storage.googleapis.com/gvisor/releases/release}
 	GVISOR_BASE_URL=${GVISOR_BASE_URL%/}
@@ -76,10 +77,13 @@ gvz_load_env() {
 		if ! gvz_is_uint "$_x" || [ "$_x" -eq 0 ]; then gvz_die "$_v must be a positive integer, got '$_x'"; fi
 	done
 	# The first word of HOST_EXEC must exist in the image (nsenter by default).
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
 	set -- $HOST_EXEC
 	[ $# -gt 0 ] || gvz_die "HOST_EXEC is empty"
 	gvz_need_applets "$1"
+	case $HOST_PATH in *[!A-Za-z0-9._/:-]*) gvz_die "HOST_PATH may hold only letters, digits and . _ / : -, got '$HOST_PATH'" ;; esac
+	# Host commands run with the host's usual PATH, not the image's (nsenter passes our environment through).
+	GVZ_HX="$HOST_EXEC env PATH=$HOST_PATH"
 
 	GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
 	GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
@@ -147,28 +151,28 @@ gvz_is_sha512() {
 
 # gvz_host CMD... : run a command on the host (through HOST_EXEC). Host paths are the host's real paths.
 gvz_host() {
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	$HOST_EXEC "$@"
+	# shellcheck disable=SC2086 # GVZ_HX is a command prefix, split on purpose
+	$GVZ_HX "$@"
 }
 
 # gvz_check_host : HOST_EXEC works and the host has containerd; logs the host containerd's version.
 gvz_check_host() {
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	_v=$(timeout 30 $HOST_EXEC containerd --version 2>&1) ||
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+	_v=$(timeout 30 $GVZ_HX containerd --version 2>&1) ||
 		gvz_die "cannot run 'containerd --version' on the host through HOST_EXEC ($HOST_EXEC): $(printf '%s' "$_v" | head -c 300)"
 	gvz_log "host: $_v"
 }
 
 # gvz_dump CONFIG_HOST_PATH OUT ERR : the host containerd's dump of a config file; status of the dump.
 gvz_dump() {
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	timeout 60 $HOST_EXEC containerd --config "$1" config dump >"$2" 2>"$3"
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+	timeout 60 $GVZ_HX containerd --config "$1" config dump >"$2" 2>"$3"
 }
 
 # gvz_cri_ok ADDRESS : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins ls`).
 gvz_cri_ok() {
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	_out=$(timeout 5 $HOST_EXEC ctr --address "$1" plugins ls 2>/dev/null) || return 1
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+	_out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
 	printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 
@@ -185,8 +189,8 @@ gvz_wait_cri() {
 # gvz_restart_containerd ADDRESS : systemctl restart through HOST_EXEC, then wait for CRI. Status only.
 gvz_restart_containerd() {
 	gvz_log "restarting containerd (systemctl restart containerd on the host)"
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	if ! timeout "$RESTART_TIMEOUT_SECONDS" $HOST_EXEC systemctl restart containerd >&2; then
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+	if ! timeout "$RESTART_TIMEOUT_SECONDS" $GVZ_HX systemctl restart containerd >&2; then
 		gvz_log "systemctl restart containerd failed or timed out after ${RESTART_TIMEOUT_SECONDS}s"
 		return 1
 	fi

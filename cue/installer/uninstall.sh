@@ -40,13 +40,13 @@ addr=/run/containerd/containerd.sock
 if [ -f "$CFG" ] && gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
 	addr=$(gvz_grpc_address "$T/cur.dump")
 fi
-# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-nss=$(timeout 20 $HOST_EXEC ctr --address "$addr" namespaces ls -q 2>"$T/ctr.err") ||
+# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+nss=$(timeout 20 $GVZ_HX ctr --address "$addr" namespaces ls -q 2>"$T/ctr.err") ||
 	gvz_die "cannot list containerd's namespaces on $addr ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor without knowing that no sandbox runs"
 : >"$T/sandboxes"
 for ns in $nss; do
-	# shellcheck disable=SC2086 # HOST_EXEC is a command prefix, split on purpose
-	timeout 20 $HOST_EXEC ctr --address "$addr" -n "$ns" containers ls >"$T/ctrs" 2>"$T/ctr.err" ||
+	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+	timeout 20 $GVZ_HX ctr --address "$addr" -n "$ns" containers ls >"$T/ctrs" 2>"$T/ctr.err" ||
 		gvz_die "cannot list the containers of namespace $ns ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor"
 	awk -v ns="$ns" 'NR > 1 && $NF ~ /runsc/ { print ns "/" $1 }' "$T/ctrs" >>"$T/sandboxes"
 done

@@ -1,0 +1,151 @@
+#!/bin/bash
+# ci/node/e2e.sh: node end-to-end test of the installer scripts (run ci/node/e2e-setup.sh first).
+#
+# For containerd 1.6 (Debian) and 2.4.2: a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
+# PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
+# /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
+# busybox httpd serving a release (Debian's runsc 20221219 + the matching 2022 shim) on 127.0.0.1.
+# The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the host tree
+# at /host and the default HOST_EXEC (nsenter into PID 1's namespaces). Then: ready.sh passes, a CRI pod with runtime
+# handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
+E2E=$cache/e2e
+
+if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
+	C24=$cache/containerd-v2.4.2/containerd
+	for f in /usr/bin/containerd "$C24" /usr/bin/runsc /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$E2E/usernsrun-1/usernsrun" /usr/lib/cni/bridge; do
+		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
+	done
+	pass=0 fail=0
+	for v in 16 24; do
+		bin=/usr/bin/containerd
+		[ "$v" = 16 ] || bin=$C24
+		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
+		t0=$(date +%s)
+		if GVZ_E2E_INNER=1 "$E2E/usernsrun-1/usernsrun" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W"; then
+			echo "e2e: containerd $v: PASS in $(($(date +%s) - t0))s"
+			pass=$((pass + 1))
+		else
+			echo "e2e: containerd $v: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			fail=$((fail + 1))
+			continue
+		fi
+		rm -rf "$W"
+	done
+	echo "$pass passed, $fail failed"
+	[ "$fail" = 0 ]
+	exit
+fi
+
+# ---- inside the simulated node (PID 1 of new namespaces) ---------------------------------------------------------------
+V=$1 CTRD=$2 W=$3
+H=$W/host R=$W/hostrun C=$W/ctr
+say() { echo "[e2e $V] $*"; }
+mount --make-rprivate /
+mount -t proc proc /proc
+ip link set lo up
+mount -t tmpfs tmpfs /run
+mkdir -p "$H/usr/local/bin" "$H/usr/local/sbin" "$H/etc/containerd/conf.d" "$H/etc/cni/net.d" "$H/run/gvisorgen" "$R/podlogs" \
+	"$W/serve/release/20240212/x86_64" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
+
+# the release
+for a in runsc containerd-shim-runsc-v1; do
+	src=/usr/bin/runsc
+	[ "$a" = runsc ] || src=$E2E/shim-20221203/shim
+	cp "$src" "$W/serve/release/20240212/x86_64/$a"
+	(cd "$W/serve/release/20240212/x86_64" && sha512sum "$a" >"$a.sha512")
+done
+busybox httpd -p 127.0.0.1:18080 -h "$W/serve"
+
+# the host
+cp "$REPO/ci/node/e2e/host$V.toml" "$H/etc/containerd/config.toml"
+cp "$H/etc/containerd/config.toml" "$W/config.orig"
+cat >"$H/etc/cni/net.d/10-e2e.conflist" <<'JSON'
+{"cniVersion":"1.0.0","name":"e2e","plugins":[{"type":"bridge","bridge":"e2e0","isGateway":true,"ipMasq":false,
+ "ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.77.0/24"}]],"dataDir":"/run/cni-ipam"}},{"type":"loopback"}]}
+JSON
+printf '#!/bin/sh\nexec %s "$@"\n' "$CTRD" >"$H/usr/local/sbin/containerd"
+cat >"$H/usr/local/sbin/systemctl" <<EOF2
+#!/bin/sh
+# fake systemctl of the simulated node: containerd with a private root/state
+set -eu
+R=$R
+echo "systemctl \$*" >>\$R/systemctl.log
+case "\$1 \${2:-}" in
+"restart containerd"|"start containerd")
+	if [ -f \$R/containerd.pid ] && kill -0 "\$(cat \$R/containerd.pid)" 2>/dev/null; then
+		kill "\$(cat \$R/containerd.pid)"
+		i=0; while kill -0 "\$(cat \$R/containerd.pid)" 2>/dev/null; do i=\$((i+1)); [ \$i -lt 100 ] || exit 1; sleep 0.1; done
+	fi
+	rm -f /run/containerd/containerd.sock
+	setsid containerd --config /etc/containerd/config.toml --root \$R/root --state /run/containerd >>\$R/containerd.log 2>&1 </dev/null &
+	echo \$! >\$R/containerd.pid
+	i=0; until ctr version >/dev/null 2>&1; do i=\$((i+1)); [ \$i -lt 100 ] || { echo "containerd failed to start" >&2; exit 1; }; sleep 0.1; done ;;
+*) echo "fake systemctl: unsupported: \$*" >&2; exit 1 ;;
+esac
+EOF2
+chmod 0755 "$H/usr/local/sbin/containerd" "$H/usr/local/sbin/systemctl"
+for d in /usr/local/bin /usr/local/sbin /etc/containerd /etc/cni/net.d; do mount --bind "$H$d" "$d"; done
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+systemctl start containerd
+A=/run/containerd/containerd.sock
+say "host containerd: $(containerd --version)"
+
+# images: the test image and the sandbox (pause) image of each config
+sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/bb.tar" docker.io/library/bbtest:1
+sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$([ "$V" = 16 ] && echo registry.k8s.io/pause:3.6 || echo registry.k8s.io/pause:3.10.2)" '["/bin/sleep","2147483647"]'
+for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; done
+
+# the init containers' rootfs: busybox only, the scripts at /gvisorgen, the host tree at /host
+cp /bin/busybox "$C/bin/busybox"
+for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; done
+cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
+runinit() { # SCRIPT [VAR=VALUE...]
+	local s=$1
+	shift
+	# shellcheck disable=SC2016 # expanded by the inner sh
+	unshare --mount sh -c '
+		c=$1 h=$2; shift 2
+		mount --rbind "$h" "$c/host"
+		mount -t proc proc "$c/proc"
+		mount --rbind /dev "$c/dev"
+		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen GVISOR_VERSION=20240212 \
+			GVISOR_BASE_URL=http://127.0.0.1:18080/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
+		sh "$C" "$H" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+}
+t=$(date +%s%N)
+runinit install-runsc.sh
+runinit configure-containerd.sh
+say "init containers took $((($(date +%s%N) - t) / 1000000)) ms"
+runinit ready.sh
+say "ready.sh: ok"
+
+# a CRI pod with runtime handler runsc
+crictl=$E2E/crictl-v1.34.0/crictl
+CR() { "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "unix://$A" --timeout 60s "$@" 2> >(grep -v 'crictl.yaml' >&2); }
+sed "s|@LOGDIR@|$R/podlogs|" "$REPO/ci/node/e2e/pod.json" >"$W/pod.json"
+cid=$(timeout 120 "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "unix://$A" --timeout 60s run --no-pull --runtime runsc "$REPO/ci/node/e2e/ctr.json" "$W/pod.json" 2>"$W/crictl.err") || {
+	cat "$W/crictl.err"
+	grep -E 'level=(error|warn)' "$R/containerd.log" | grep -vE 'devmapper|btrfs|zfs|aufs' | tail -8 | cut -c1-400
+	exit 1
+}
+ok=
+for _ in $(seq 1 50); do
+	if CR logs "$cid" 2>/dev/null | grep -q "Starting gVisor"; then ok=1; break; fi
+	sleep 0.2
+done
+CR logs "$cid" 2>/dev/null | head -3 | sed 's/^/  [pod] /'
+[ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor'"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
+say "CRI pod with runtime handler runsc logged 'Starting gVisor'"
+
+# uninstall refuses while the sandbox exists, then removes everything once it is gone
+if runinit uninstall.sh GVISOR_MODE=uninstall; then say "FAIL: uninstall did not refuse while a gVisor pod exists"; exit 1; fi
+CR rmp -f -a >/dev/null
+runinit uninstall.sh GVISOR_MODE=uninstall
+cmp "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config not restored"; exit 1; }
+[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc left"; exit 1; }
+runinit ready.sh GVISOR_MODE=uninstall
+say "uninstall: refused while the pod ran, then removed everything; config byte-identical to the original"
