@@ -29,7 +29,7 @@ GVZ_NAME=configure-containerd
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
 
 # shellcheck disable=SC2086 # list of applet names
-gvz_need_applets $GVZ_BASE_APPLETS sort wc
+gvz_need_applets $GVZ_BASE_APPLETS
 gvz_load_env
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': configure-containerd runs only in install mode"
 

@@ -20,7 +20,7 @@ GVZ_NAME=install-runsc
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
 
 # shellcheck disable=SC2086 # list of applet names
-gvz_need_applets $GVZ_BASE_APPLETS wget tar bunzip2 uname find sort basename
+gvz_need_applets $GVZ_BASE_APPLETS wget tar bunzip2 uname find
 gvz_load_env
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': install-runsc runs only in install mode"
 gvz_check_version
@@ -84,7 +84,7 @@ fetch() {
 		err=$(printf '%s' "$err" | tr '\n' ' ' | sed 's/[[:space:]]*$//')
 		case "$rc:$err" in
 		143:* | 124:*) why="timed out after ${DOWNLOAD_TIMEOUT_SECONDS}s" ;;
-		*404* | *"Not Found"*) gvz_die "$1: not found (HTTP 404): is $GVISOR_VERSION a real release, and is the layout right (GVISOR_LAYOUT=$GVISOR_LAYOUT resolved to $LAYOUT)?" ;;
+		*"HTTP/"*" 404"* | *" 404 Not Found"*) gvz_die "$1: not found (HTTP 404): is $GVISOR_VERSION a real release, and is the layout right (GVISOR_LAYOUT=$GVISOR_LAYOUT resolved to $LAYOUT)?" ;;
 		*"onnection refused"*) why="connection refused" ;;
 		*"server returned error"*) why="server error: ${err#*server returned error: }" ;;
 		*) why="wget exit $rc: ${err:-no message}" ;;

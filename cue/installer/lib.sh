@@ -24,7 +24,7 @@ gvz_need_applets() {
 }
 
 # Applets every script uses through this file.
-GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date grep head hostname mkdir mktemp mv readlink rm sed sha512sum sleep stat timeout tr"
+GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date grep head hostname mkdir mktemp mv readlink rm sed sha512sum sleep sort stat timeout tr wc"
 
 gvz_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 
