@@ -63,6 +63,9 @@ func TestEdges(t *testing.T) {
 			t.Fatal("want one restart")
 		}
 		h.checkReal(true)
+		if h.read("/etc/containerd/config.toml.gvisorgen-backup") != def16() {
+			t.Fatal("the backup no longer holds the config from before gvisorgen's first change")
+		}
 		h.Env["INSTALL_DIR"], h.Env["INSTALL_DIR_ON_PATH"] = env["INSTALL_DIR"], env["INSTALL_DIR_ON_PATH"]
 		h.mustRun("ready.sh", nil)
 	})

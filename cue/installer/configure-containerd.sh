@@ -14,7 +14,7 @@
 #  5. validates the candidate with the host's containerd before the swap: `config dump` exits 0, shows
 #     runtimes.runsc under the effective CRI plugin and still runtimes.<default_runtime_name>, and containerd ignores
 #     no key that the old config did not already have ignored;
-#  6. swaps it in by rename (backup CONTAINERD_CONFIG.gvisorgen-backup first), restarts containerd only when the
+#  6. swaps it in by rename (backup CONTAINERD_CONFIG.gvisorgen-backup before the first change, never overwritten), restarts containerd only when the
 #     file changed (or was changed by an earlier run that never saw containerd come back), waits for CRI (bounded),
 #     and on failure restores the old config, restarts again and exits non-zero;
 #  7. records the verified config's digest in CONTAINERD_CONFIG.gvisorgen-applied (read by ready.sh).
@@ -223,7 +223,8 @@ if [ -f "$HOST_ROOT$GVZ_APPLIED" ] && [ -f "$CFG" ] &&
 
 rm -f "$CHECK"
 if [ -n "$changed" ]; then
-	if [ -n "$existed" ]; then
+	# The backup keeps the config as it was before gvisorgen first changed it (never overwritten).
+	if [ -n "$existed" ] && [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
 		gvz_atomic_copy "$CFG" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; config untouched"
 		gvz_log "backed up $CONTAINERD_CONFIG to $GVZ_BACKUP"
 	fi

@@ -77,7 +77,9 @@ if [ -f "$CFG" ]; then
 			gvz_log "a runsc runtime outside gvisorgen's block stays in $CONTAINERD_CONFIG"
 		fi
 		rm -f "$CHECK"
-		gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
+		if [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
+			gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
+		fi
 		gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
 		gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
 		changed=1
