@@ -77,6 +77,13 @@ case "$1 $2" in
 *) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
 esac
 
+# The version decides the table name; refuse what this installer does not know before asking containerd anything.
+gvz_strip_block "$T/current" >"$T/base"
+fver=$(gvz_file_version "$T/base")
+gvz_is_uint "$fver" || gvz_die "$CONTAINERD_CONFIG has a version line that is not a number: '$fver'"
+[ "$fver" -le 4 ] || gvz_die "$CONTAINERD_CONFIG is config version $fver; this installer knows versions up to 4 and refuses to edit newer ones"
+[ "$fver" -ge 1 ] || fver=1
+
 first_error() { grep -iE 'level=(error|fatal)|failed|error' "$1" | head -n 1 | cut -c1-400; }
 
 if [ -n "$existed" ] && ! gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
@@ -87,16 +94,11 @@ if [ -n "$existed" ] && ! gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.er
 fi
 
 # --- the config without gvisorgen's block (the base) -----------------------------------------------------------------
-gvz_strip_block "$T/current" >"$T/base"
 cp "$T/base" "$CHECK"
 gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
 	gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
 gvz_unknown_keys "$T/base.err" >"$T/base.uk"
 
-fver=$(gvz_file_version "$T/base")
-gvz_is_uint "$fver" || gvz_die "$CONTAINERD_CONFIG has a version line that is not a number: '$fver'"
-[ "$fver" -le 4 ] || gvz_die "$CONTAINERD_CONFIG is config version $fver; this installer knows versions up to 4 and refuses to edit newer ones"
-[ "$fver" -ge 1 ] || fver=1
 fprefix=$(gvz_runtimes_prefix "$fver")
 dprefix=$(gvz_dump_prefix "$T/base.dump")
 defname=$(gvz_dump_key "$T/base.dump" "$dprefix" default_runtime_name)
