@@ -134,10 +134,11 @@ cid=$(timeout 120 "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "uni
 }
 ok=
 for _ in $(seq 1 50); do
-	if CR logs "$cid" 2>/dev/null | grep -q "Starting gVisor"; then ok=1; break; fi
+	CR logs "$cid" >"$W/pod.log" 2>/dev/null || true
+	if grep -q "Starting gVisor" "$W/pod.log"; then ok=1; break; fi
 	sleep 0.2
 done
-CR logs "$cid" 2>/dev/null | head -3 | sed 's/^/  [pod] /'
+sed -n '1,3s/^/  [pod] /p' "$W/pod.log"
 [ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor'"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
 say "CRI pod with runtime handler runsc logged 'Starting gVisor'"
 
