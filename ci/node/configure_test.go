@@ -95,7 +95,9 @@ func str(s string) func() string { return func() string { return s } }
 var configureCases = []configureCase{
 	{name: "v1-no-version/1.6", ctrd: "16", config: str(cfgV1), wantTable: tblV1},
 	{name: "v1-no-runtimes-keeps-runc/1.6", ctrd: "16", config: str(cfgV1NoRuntimes), wantTable: tblV1,
-		extra: func(t *testing.T, h *Host) { assertContains(t, "config", h.config(), "[plugins.cri.containerd.runtimes.runc]") }},
+		extra: func(t *testing.T, h *Host) {
+			assertContains(t, "config", h.config(), "[plugins.cri.containerd.runtimes.runc]")
+		}},
 	{name: "v2-default/1.6", ctrd: "16", config: def16, wantTable: tblV2},
 	{name: "v2-default-1.6-file/2.4", ctrd: "24", config: def16, wantTable: tblV2},
 	{name: "v2-no-runtimes-keeps-runc/1.6", ctrd: "16", config: str(cfgV2NoRuntimes), wantTable: tblV2,
@@ -108,7 +110,9 @@ var configureCases = []configureCase{
 	{name: "imports-dropin-gc/1.6", ctrd: "16", config: str(cfgV2Imports), dropIns: map[string]string{"gc.toml": dropInGC}, wantTable: tblV2},
 	{name: "imports-dropin-gc/2.4", ctrd: "24", config: str(cfgV2Imports), dropIns: map[string]string{"gc.toml": dropInGC}, wantTable: tblV2},
 	{name: "missing-config/1.6", ctrd: "16", config: nil, wantTable: tblV2,
-		extra: func(t *testing.T, h *Host) { assertContains(t, "config", h.config(), "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]") }},
+		extra: func(t *testing.T, h *Host) {
+			assertContains(t, "config", h.config(), "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]")
+		}},
 	{name: "missing-config/2.4", ctrd: "24", config: nil, wantTable: tblV3,
 		extra: func(t *testing.T, h *Host) { assertContains(t, "config", h.config(), "version = 4") }},
 	{name: "install-dir-off-path/1.6", ctrd: "16", config: def16, wantTable: tblV2,

@@ -83,15 +83,15 @@ func TestEdges(t *testing.T) {
 	t.Run("bad-values-refused", func(t *testing.T) {
 		h := newHost(t, "16")
 		for env, re := range map[string]string{
-			"INSTALL_DIR=usr/local/bin":        "INSTALL_DIR must be an absolute path",
-			"INSTALL_DIR=/usr/local/bin/../x":  `no '\.\.'`,
-			`CONTAINERD_CONFIG=/etc/c"d/x`:     "may hold only",
-			"DOWNLOAD_RETRIES=0":               "DOWNLOAD_RETRIES must be a positive integer",
-			"GVISOR_LAYOUT=zip":                "GVISOR_LAYOUT must be",
-			"INSTALL_DIR_ON_PATH=yes":          "INSTALL_DIR_ON_PATH must be true or false",
-			"GVISOR_VERSION=2024021":           "GVISOR_VERSION must be",
-			"GVISOR_VERSION=20240212.x":        "GVISOR_VERSION must be",
-			"GVISOR_MODE=remove":               "GVISOR_MODE must be",
+			"INSTALL_DIR=usr/local/bin":       "INSTALL_DIR must be an absolute path",
+			"INSTALL_DIR=/usr/local/bin/../x": `no '\.\.'`,
+			`CONTAINERD_CONFIG=/etc/c"d/x`:    "may hold only",
+			"DOWNLOAD_RETRIES=0":              "DOWNLOAD_RETRIES must be a positive integer",
+			"GVISOR_LAYOUT=zip":               "GVISOR_LAYOUT must be",
+			"INSTALL_DIR_ON_PATH=yes":         "INSTALL_DIR_ON_PATH must be true or false",
+			"GVISOR_VERSION=2024021":          "GVISOR_VERSION must be",
+			"GVISOR_VERSION=20240212.x":       "GVISOR_VERSION must be",
+			"GVISOR_MODE=remove":              "GVISOR_MODE must be",
 		} {
 			kv := strings.SplitN(env, "=", 2)
 			h.mustFail("install-runsc.sh", map[string]string{kv[0]: kv[1]}, re)

@@ -173,7 +173,9 @@ type Result struct {
 	Took   time.Duration
 }
 
-func (r Result) String() string { return fmt.Sprintf("exit %d after %s:\n%s", r.Code, r.Took.Round(time.Millisecond), r.Output) }
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d after %s:\n%s", r.Code, r.Took.Round(time.Millisecond), r.Output)
+}
 
 // run runs cue/installer/<script> under busybox sh with only busybox applets on PATH. prefix wraps the command
 // (e.g. a read-only mount namespace); env overrides h.Env ("" value = unset).
