@@ -48,5 +48,6 @@ build() {
 }
 build crictl-v1.34.0 env GOFLAGS=-buildvcs=false go install sigs.k8s.io/cri-tools/cmd/crictl@v1.34.0
 build shim-20221203 env GOFLAGS=-buildvcs=false GOTOOLCHAIN=local /usr/lib/go-1.19/bin/go install gvisor.dev/gvisor/shim@v0.0.0-20221203005347-703fd9b7fbc0
-build usernsrun-1 env GOFLAGS=-buildvcs=false go install ./ci/node/e2e/usernsrun
+# keyed by the source's digest, so a change rebuilds it (e2e.sh computes the same name)
+build "usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)" env GOFLAGS=-buildvcs=false go install ./ci/node/e2e/usernsrun
 echo "e2e-setup: done in $(($(now) - t_all))s"

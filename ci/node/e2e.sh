@@ -13,10 +13,11 @@ cd "$(dirname "$0")/../.."
 REPO=$PWD
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 E2E=$cache/e2e
+USERNSRUN=$E2E/usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)/usernsrun
 
 if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	C24=$cache/containerd-v2.4.2/containerd
-	for f in /usr/bin/containerd "$C24" /usr/bin/runsc /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$E2E/usernsrun-1/usernsrun" /usr/lib/cni/bridge; do
+	for f in /usr/bin/containerd "$C24" /usr/bin/runsc /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	pass=0 fail=0
@@ -25,7 +26,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		[ "$v" = 16 ] || bin=$C24
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 "$E2E/usernsrun-1/usernsrun" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W"; then
+		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W"; then
 			echo "e2e: containerd $v: PASS in $(($(date +%s) - t0))s"
 			pass=$((pass + 1))
 		else
