@@ -83,6 +83,14 @@ func TestInstall(t *testing.T) {
 		h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArchDir, "GVISOR_SHA512_PINS": pins(tagArchDir, "gvisor.tar.bz2")})
 		h.assertInstalled("/usr/local/bin", tagArchDir, archFiles...)
 	})
+	t.Run("archive-binary-pins-checked-inside-the-archive", func(t *testing.T) {
+		h := newHost(t, "24")
+		bad := "x86_64/runsc " + strings.Repeat("cd", 64)
+		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_SHA512_PINS": bad}, `mismatch for runsc inside gvisor\.tar\.bz2`)
+		h.assertNothingInstalled()
+		h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_SHA512_PINS": pins(tagArch, "runsc", "containerd-shim-runsc-v1")})
+		h.assertInstalled("/usr/local/bin", tagArch, archFiles...)
+	})
 	t.Run("archive-forced-on-old-tag-404", func(t *testing.T) {
 		h := newHost(t, "16")
 		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_LAYOUT": "archive"}, `gvisor\.tar\.bz2: not found \(HTTP 404\)`)

@@ -50,6 +50,10 @@ stamp_matches() {
 		p=$(gvz_pin "$ARCH" "$a")
 		[ -z "$p" ] || [ "$(awk -v a="$a" '$1 == "source" && $2 == a { print $3 }' "$STAMP")" = "$p" ] || return 1
 	done
+	for f in runsc containerd-shim-runsc-v1; do
+		p=$(gvz_pin "$ARCH" "$f")
+		[ -z "$p" ] || [ "$(awk -v f="$f" '$1 == "file" && $3 == f { print $2 }' "$STAMP")" = "$p" ] || return 1
+	done
 	awk '$1 == "file" { print $2 "  " $3 }' "$STAMP" >"$GVZ_TMP/files.sha512"
 	grep -q '  runsc$' "$GVZ_TMP/files.sha512" || return 1
 	grep -q '  containerd-shim-runsc-v1$' "$GVZ_TMP/files.sha512" || return 1
@@ -150,6 +154,13 @@ if [ "$LAYOUT" = archive ]; then
 	fi
 else
 	cp "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/"
+fi
+# Pins for the binaries themselves also hold for the ones inside an archive.
+if [ "$LAYOUT" = archive ]; then
+	for f in runsc containerd-shim-runsc-v1; do
+		p=$(gvz_pin "$ARCH" "$f")
+		[ -z "$p" ] || [ "$(gvz_sha512 "$stage/$f")" = "$p" ] || gvz_die "sha512 mismatch for $f inside gvisor.tar.bz2 against the pinned digest of $ARCH/$f"
+	done
 fi
 [ -s "$stage/runsc" ] || gvz_die "runsc is empty"
 [ -s "$stage/containerd-shim-runsc-v1" ] || gvz_die "containerd-shim-runsc-v1 is empty"
