@@ -8,7 +8,7 @@ KUSTOMIZE := $(TOOLBIN)/kustomize-$(KUSTOMIZE_VERSION)
 CUE       := $(TOOLBIN)/cue-$(CUE_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-node schemas docs fmt lint clean
+.PHONY: all build generate check vet test test-node test-node-e2e e2e schemas docs fmt lint clean
 all: generate
 
 build:
@@ -38,6 +38,17 @@ lint:
 test-node:
 	sh ci/node/setup.sh
 	sh ci/node/test.sh
+
+## test-node-e2e: a simulated node: the installer restarts real containerd 1.6 and 2.4, a runsc CRI pod starts
+test-node-e2e:
+	sh ci/node/setup.sh
+	sh ci/node/e2e-setup.sh
+	bash ci/node/e2e.sh
+
+## e2e: every generated object against a real kube-apiserver + etcd (built once, cached), and the mutation suite
+e2e:
+	sh ci/k8s/build.sh
+	sh ci/apiserver/test.sh
 
 ## schemas: regenerate cue/cue.mod/gen from k8s.io/api and repair it
 schemas: $(CUE)
