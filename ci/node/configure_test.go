@@ -145,6 +145,12 @@ var configureCases = []configureCase{
 
 func offPathChecks(t *testing.T, h *Host) {
 	assertContains(t, "config", h.config(), `runtime_path = "/home/kubernetes/bin/containerd-shim-runsc-v1"`)
+	if h.CtrdName == "16" {
+		// 1.6 ignores runtime_path when it starts a sandbox's shim (seen in ci/node/e2e.sh): absolute runtime_type
+		assertContains(t, "config", h.config(), `runtime_type = "/home/kubernetes/bin/containerd-shim-runsc-v1"`)
+	} else {
+		assertContains(t, "config", h.config(), `runtime_type = "io.containerd.runsc.v1"`)
+	}
 	assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/home/kubernetes/bin/runsc"`)
 	for _, f := range []string{"runsc", "containerd-shim-runsc-v1"} {
 		if !h.exists("/home/kubernetes/bin/" + f) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # ci/node/e2e.sh: node end-to-end test of the installer scripts (run ci/node/e2e-setup.sh first).
 #
-# For containerd 1.6 (Debian) and 2.4.2: a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
+# For containerd 1.6 (Debian) and 2.4.2, with the install dir on containerd's PATH (/usr/local/bin) and off it
+# (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden): a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
 # busybox httpd serving a release (Debian's runsc 20221219 + the matching 2022 shim) on 127.0.0.1.
@@ -21,16 +22,19 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	pass=0 fail=0
-	for v in 16 24; do
+	for run in "16 onpath" "24 onpath" "16 offpath" "24 offpath"; do
+		# shellcheck disable=SC2086 # "containerd mode", split on purpose
+		set -- $run
+		v=$1
 		bin=/usr/bin/containerd
 		[ "$v" = 16 ] || bin=$C24
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W"; then
-			echo "e2e: containerd $v: PASS in $(($(date +%s) - t0))s"
+		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2"; then
+			echo "e2e: containerd $v, install dir $2: PASS in $(($(date +%s) - t0))s"
 			pass=$((pass + 1))
 		else
-			echo "e2e: containerd $v: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			echo "e2e: containerd $v, install dir $2: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
 			fail=$((fail + 1))
 			continue
 		fi
@@ -42,14 +46,19 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 fi
 
 # ---- inside the simulated node (PID 1 of new namespaces) ---------------------------------------------------------------
-V=$1 CTRD=$2 W=$3
+V=$1 CTRD=$2 W=$3 MODE=$4
+IDIR=/usr/local/bin EXTRA=()
+if [ "$MODE" = offpath ]; then
+	# GKE COS style: an install dir that is not on containerd's PATH
+	IDIR=/home/kubernetes/bin EXTRA=("INSTALL_DIR=$IDIR" INSTALL_DIR_ON_PATH=false)
+fi
 H=$W/host R=$W/hostrun C=$W/ctr
 say() { echo "[e2e $V] $*"; }
 mount --make-rprivate /
 mount -t proc proc /proc
 ip link set lo up
 mount -t tmpfs tmpfs /run
-mkdir -p "$H/usr/local/bin" "$H/usr/local/sbin" "$H/etc/containerd/conf.d" "$H/etc/cni/net.d" "$H/run/gvisorgen" "$R/podlogs" \
+mkdir -p "$H/usr/local/bin" "$H/home/kubernetes/bin" "$H/usr/local/sbin" "$H/etc/containerd/conf.d" "$H/etc/cni/net.d" "$H/run/gvisorgen" "$R/podlogs" \
 	"$W/serve/release/20240212/x86_64" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
 
 # the release
@@ -89,7 +98,9 @@ case "\$1 \${2:-}" in
 esac
 EOF2
 chmod 0755 "$H/usr/local/sbin/containerd" "$H/usr/local/sbin/systemctl"
-for d in /usr/local/bin /usr/local/sbin /etc/containerd /etc/cni/net.d; do mount --bind "$H$d" "$d"; done
+for d in /usr/local/bin /usr/local/sbin /etc/containerd /etc/cni/net.d /home; do mount --bind "$H$d" "$d"; done
+# Debian's runsc would be found on PATH: hide it, so that only the installed runsc can start sandboxes
+mount --bind /dev/null /usr/bin/runsc
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 systemctl start containerd
 A=/run/containerd/containerd.sock
@@ -115,7 +126,7 @@ runinit() { # SCRIPT [VAR=VALUE...]
 		mount --rbind /dev "$c/dev"
 		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen GVISOR_VERSION=20240212 \
 			GVISOR_BASE_URL=http://127.0.0.1:18080/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
-		sh "$C" "$H" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+		sh "$C" "$H" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
 t=$(date +%s%N)
 runinit install-runsc.sh
@@ -123,6 +134,12 @@ runinit configure-containerd.sh
 say "init containers took $((($(date +%s%N) - t) / 1000000)) ms"
 runinit ready.sh
 say "ready.sh: ok"
+if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
+if [ "$MODE" = offpath ]; then
+	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
+	grep -q "runtime_path = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no runtime_path"; exit 1; }
+	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
+fi
 
 # a CRI pod with runtime handler runsc
 crictl=$E2E/crictl-v1.34.0/crictl
@@ -148,6 +165,6 @@ if runinit uninstall.sh GVISOR_MODE=uninstall; then say "FAIL: uninstall did not
 CR rmp -f -a >/dev/null
 runinit uninstall.sh GVISOR_MODE=uninstall
 cmp "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config not restored"; exit 1; }
-[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc left"; exit 1; }
+[ ! -e "$IDIR/runsc" ] || { say "FAIL: runsc left"; exit 1; }
 runinit ready.sh GVISOR_MODE=uninstall
 say "uninstall: refused while the pod ran, then removed everything; config byte-identical to the original"

@@ -103,6 +103,9 @@ fprefix=$(gvz_runtimes_prefix "$fver")
 dprefix=$(gvz_dump_prefix "$T/base.dump")
 defname=$(gvz_dump_key "$T/base.dump" "$dprefix" default_runtime_name)
 defname=${defname:-runc}
+# containerd 1.x dumps version 2, 2.x dumps 3 or more
+host_major=1
+if [ "$(gvz_file_version "$T/base.dump")" -ge 3 ] 2>/dev/null; then host_major=2; fi
 base_has_def=
 if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$defname"; then base_has_def=1; fi
 
@@ -153,7 +156,13 @@ default_copy() {
 render_block() {
 	printf '%s\n' "$GVZ_BEGIN"
 	printf '[%s.runsc]\n' "$fprefix"
-	printf '  runtime_type = "io.containerd.runsc.v1"\n'
+	if [ "$INSTALL_DIR_ON_PATH" = false ] && [ "$host_major" -lt 2 ]; then
+		# containerd 1.6 accepts runtime_path but does not use it to start a sandbox's shim ("binary not installed");
+		# an absolute runtime_type is what its shim manager resolves.
+		printf '  runtime_type = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
+	else
+		printf '  runtime_type = "io.containerd.runsc.v1"\n'
+	fi
 	if [ "$INSTALL_DIR_ON_PATH" = false ]; then
 		printf '  runtime_path = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
 	fi
