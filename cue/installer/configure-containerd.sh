@@ -40,7 +40,7 @@ RCFG=$HOST_ROOT$RUNSC_CONFIG
 [ -d "${RCFG%/*}" ] || gvz_die "the dir of RUNSC_CONFIG ($RUNSC_CONFIG) is not mounted at ${RCFG%/*}"
 [ ! -L "$CFG" ] || gvz_die "$CONTAINERD_CONFIG is a symlink; refusing to replace it (point CONTAINERD_CONFIG at the real file)"
 if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -q '^[[:space:]]*\['; then
-	gvz_die "RUNSC_CONFIG_TOML must hold 'key = value' lines for [runsc_config] only, no table headers"
+    gvz_die "RUNSC_CONFIG_TOML must hold 'key = value' lines for [runsc_config] only, no table headers"
 fi
 
 gvz_check_host
@@ -51,17 +51,17 @@ T=$GVZ_TMP
 
 # --- the current config ---------------------------------------------------------------------------------------------
 if [ -f "$CFG" ]; then
-	existed=1
-	cp "$CFG" "$T/current"
-	mode=$(stat -c %a "$CFG")
+    existed=1
+    cp "$CFG" "$T/current"
+    mode=$(stat -c %a "$CFG")
 else
-	existed=
-	mode=644
-	gvz_log "no $CONTAINERD_CONFIG on the host: starting from the host containerd's own 'containerd config default'"
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	timeout 60 $GVZ_HX containerd config default >"$T/current" 2>"$T/default.err" ||
-		gvz_die "'containerd config default' failed on the host: $(head -c 300 "$T/default.err")"
-	[ -s "$T/current" ] || gvz_die "'containerd config default' printed nothing on the host"
+    existed=
+    mode=644
+    gvz_log "no $CONTAINERD_CONFIG on the host: starting from the host containerd's own 'containerd config default'"
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    timeout 60 $GVZ_HX containerd config default >"$T/current" 2>"$T/default.err" ||
+        gvz_die "'containerd config default' failed on the host: $(head -c 300 "$T/default.err")"
+    [ -s "$T/current" ] || gvz_die "'containerd config default' printed nothing on the host"
 fi
 
 # shellcheck disable=SC2046 # two numbers
@@ -70,10 +70,10 @@ has_block=
 case "$1 $2" in
 "0 0") ;;
 "1 1")
-	has_block=1
-	[ "$(grep -nxF "$GVZ_BEGIN" "$T/current" | cut -d: -f1)" -lt "$(grep -nxF "$GVZ_END" "$T/current" | cut -d: -f1)" ] ||
-		gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are out of order; fix the file by hand"
-	;;
+    has_block=1
+    [ "$(grep -nxF "$GVZ_BEGIN" "$T/current" | cut -d: -f1)" -lt "$(grep -nxF "$GVZ_END" "$T/current" | cut -d: -f1)" ] ||
+        gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are out of order; fix the file by hand"
+    ;;
 *) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
 esac
 
@@ -87,16 +87,16 @@ gvz_is_uint "$fver" || gvz_die "$CONTAINERD_CONFIG has a version line that is no
 first_error() { grep -iE 'level=(error|fatal)|failed|error' "$1" | head -n 1 | cut -c1-400; }
 
 if [ -n "$existed" ] && ! gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
-	if [ -z "$has_block" ]; then
-		gvz_die "the host's containerd already rejects $CONTAINERD_CONFIG ($(first_error "$T/cur.err")); not touching it: fix it first"
-	fi
-	gvz_log "the host's containerd rejects $CONTAINERD_CONFIG with gvisorgen's block in it; rebuilding the block"
+    if [ -z "$has_block" ]; then
+        gvz_die "the host's containerd already rejects $CONTAINERD_CONFIG ($(first_error "$T/cur.err")); not touching it: fix it first"
+    fi
+    gvz_log "the host's containerd rejects $CONTAINERD_CONFIG with gvisorgen's block in it; rebuilding the block"
 fi
 
 # --- the config without gvisorgen's block (the base) -----------------------------------------------------------------
 cp "$T/base" "$CHECK"
 gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
-	gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
+    gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
 gvz_unknown_keys "$T/base.err" >"$T/base.uk"
 
 fprefix=$(gvz_runtimes_prefix "$fver")
@@ -111,118 +111,118 @@ if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$defname"; then base_has_def=
 
 # validate FILE : the candidate checks; sets WHY and MISSING_DEFAULT on failure, leaves the dump in $T/cand.dump.
 validate() {
-	WHY=
-	MISSING_DEFAULT=
-	cp "$1" "$CHECK"
-	if ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
-		WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
-		return 1
-	fi
-	_p=$(gvz_dump_prefix "$T/cand.dump")
-	if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" runsc; then
-		WHY="containerd ignores the runsc table: the dump has no $_p.runtimes.runsc"
-		return 1
-	fi
-	_d=$(gvz_dump_key "$T/cand.dump" "$_p" default_runtime_name)
-	_d=${_d:-runc}
-	if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" "$_d"; then
-		WHY="the default runtime '$_d' would vanish: the dump has no $_p.runtimes.$_d"
-		MISSING_DEFAULT=1
-		return 1
-	fi
-	gvz_unknown_keys "$T/cand.err" >"$T/cand.uk"
-	awk -v f="$T/base.uk" 'BEGIN { while ((getline l < f) > 0) seen[l] = 1 } !seen[$0]' "$T/cand.uk" >"$T/new.uk"
-	if [ -s "$T/new.uk" ]; then
-		WHY="containerd ignores keys of it: $(head -n 3 "$T/new.uk" | tr '\n' ' ')"
-		return 1
-	fi
-	return 0
+    WHY=
+    MISSING_DEFAULT=
+    cp "$1" "$CHECK"
+    if ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
+        WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
+        return 1
+    fi
+    _p=$(gvz_dump_prefix "$T/cand.dump")
+    if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" runsc; then
+        WHY="containerd ignores the runsc table: the dump has no $_p.runtimes.runsc"
+        return 1
+    fi
+    _d=$(gvz_dump_key "$T/cand.dump" "$_p" default_runtime_name)
+    _d=${_d:-runc}
+    if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" "$_d"; then
+        WHY="the default runtime '$_d' would vanish: the dump has no $_p.runtimes.$_d"
+        MISSING_DEFAULT=1
+        return 1
+    fi
+    gvz_unknown_keys "$T/cand.err" >"$T/cand.uk"
+    awk -v f="$T/base.uk" 'BEGIN { while ((getline l < f) > 0) seen[l] = 1 } !seen[$0]' "$T/cand.uk" >"$T/new.uk"
+    if [ -s "$T/new.uk" ]; then
+        WHY="containerd ignores keys of it: $(head -n 3 "$T/new.uk" | tr '\n' ' ')"
+        return 1
+    fi
+    return 0
 }
 
 # default_copy : the default runtime's tables from the base dump, renamed to the file's runtimes table.
 default_copy() {
-	awk -v t="$dprefix.runtimes.$defname" -v np="$fprefix.$defname" '
-		/^[ \t]*\[/ {
-			h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h)
-			on = 0
-			if (h == t) { print "[" np "]"; on = 1 }
-			else if (h == t ".options") { print "[" np ".options]"; on = 1 }
-			next
-		}
-		on && NF { sub(/^[ \t]+/, ""); print "  " $0 }' "$T/base.dump"
+    awk -v t="$dprefix.runtimes.$defname" -v np="$fprefix.$defname" '
+        /^[ \t]*\[/ {
+            h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h)
+            on = 0
+            if (h == t) { print "[" np "]"; on = 1 }
+            else if (h == t ".options") { print "[" np ".options]"; on = 1 }
+            next
+        }
+        on && NF { sub(/^[ \t]+/, ""); print "  " $0 }' "$T/base.dump"
 }
 
 # render_block [COPYFILE]
 render_block() {
-	printf '%s\n' "$GVZ_BEGIN"
-	printf '[%s.runsc]\n' "$fprefix"
-	if [ "$INSTALL_DIR_ON_PATH" = false ] && [ "$host_major" -lt 2 ]; then
-		# containerd 1.6 accepts runtime_path but does not use it to start a sandbox's shim ("binary not installed");
-		# an absolute runtime_type is what its shim manager resolves.
-		printf '  runtime_type = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
-	else
-		printf '  runtime_type = "io.containerd.runsc.v1"\n'
-	fi
-	if [ "$INSTALL_DIR_ON_PATH" = false ]; then
-		printf '  runtime_path = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
-	fi
-	printf '[%s.runsc.options]\n' "$fprefix"
-	printf '  TypeUrl = "io.containerd.runsc.v1.options"\n'
-	printf '  ConfigPath = "%s"\n' "$RUNSC_CONFIG"
-	if [ $# -gt 0 ]; then
-		printf '# containerd 1.x drops its built-in runtimes once a runtimes table exists: keep the default one\n'
-		cat "$1"
-	fi
-	printf '%s\n' "$GVZ_END"
+    printf '%s\n' "$GVZ_BEGIN"
+    printf '[%s.runsc]\n' "$fprefix"
+    if [ "$INSTALL_DIR_ON_PATH" = false ] && [ "$host_major" -lt 2 ]; then
+        # containerd 1.6 accepts runtime_path but does not use it to start a sandbox's shim ("binary not installed");
+        # an absolute runtime_type is what its shim manager resolves.
+        printf '  runtime_type = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
+    else
+        printf '  runtime_type = "io.containerd.runsc.v1"\n'
+    fi
+    if [ "$INSTALL_DIR_ON_PATH" = false ]; then
+        printf '  runtime_path = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
+    fi
+    printf '[%s.runsc.options]\n' "$fprefix"
+    printf '  TypeUrl = "io.containerd.runsc.v1.options"\n'
+    printf '  ConfigPath = "%s"\n' "$RUNSC_CONFIG"
+    if [ $# -gt 0 ]; then
+        printf '# containerd 1.x drops its built-in runtimes once a runtimes table exists: keep the default one\n'
+        cat "$1"
+    fi
+    printf '%s\n' "$GVZ_END"
 }
 
 make_candidate() {
-	{
-		cat "$T/base"
-		[ ! -s "$T/base" ] || echo
-		render_block "$@"
-	} >"$T/candidate"
+    {
+        cat "$T/base"
+        [ ! -s "$T/base" ] || echo
+        render_block "$@"
+    } >"$T/candidate"
 }
 
 handwritten=
 if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
-	handwritten=1
-	gvz_log "a runsc runtime already exists outside gvisorgen's block (by hand or another tool; seen in containerd's dump): respecting it, adding nothing"
-	[ -z "$has_block" ] || gvz_log "removing gvisorgen's own block, which would duplicate it"
-	cp "$T/base" "$T/candidate"
-	validate "$T/candidate" || gvz_die "the existing config does not pass the checks: $WHY"
+    handwritten=1
+    gvz_log "a runsc runtime already exists outside gvisorgen's block (by hand or another tool; seen in containerd's dump): respecting it, adding nothing"
+    [ -z "$has_block" ] || gvz_log "removing gvisorgen's own block, which would duplicate it"
+    cp "$T/base" "$T/candidate"
+    validate "$T/candidate" || gvz_die "the existing config does not pass the checks: $WHY"
 else
-	make_candidate
-	if ! validate "$T/candidate"; then
-		if [ -n "$MISSING_DEFAULT" ] && [ -n "$base_has_def" ]; then
-			gvz_log "$CONTAINERD_CONFIG defines no runtimes; the block also carries the default runtime '$defname'"
-			default_copy >"$T/default.toml"
-			make_candidate "$T/default.toml"
-			validate "$T/candidate" || gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
-		else
-			gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
-		fi
-	fi
+    make_candidate
+    if ! validate "$T/candidate"; then
+        if [ -n "$MISSING_DEFAULT" ] && [ -n "$base_has_def" ]; then
+            gvz_log "$CONTAINERD_CONFIG defines no runtimes; the block also carries the default runtime '$defname'"
+            default_copy >"$T/default.toml"
+            make_candidate "$T/default.toml"
+            validate "$T/candidate" || gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
+        else
+            gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
+        fi
+    fi
 fi
 new_addr=$(gvz_grpc_address "$T/cand.dump")
 old_addr=$(gvz_grpc_address "$T/base.dump")
 
 # --- runsc.toml -----------------------------------------------------------------------------------------------------
 if [ -z "$handwritten" ]; then
-	{
-		echo "# Managed by gvisorgen: options of containerd-shim-runsc-v1 for the runsc runtime. Overwritten on every run."
-		if [ "$INSTALL_DIR_ON_PATH" = false ]; then printf 'binary_name = "%s/runsc"\n' "$INSTALL_DIR"; fi
-		echo "[runsc_config]"
-		if [ -n "$RUNSC_CONFIG_TOML" ]; then printf '%s\n' "$RUNSC_CONFIG_TOML"; fi
-	} >"$T/runsc.toml"
-	if [ -f "$RCFG" ] && cmp -s "$T/runsc.toml" "$RCFG"; then
-		gvz_log "$RUNSC_CONFIG is up to date"
-	else
-		gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"
-		gvz_log "wrote $RUNSC_CONFIG"
-	fi
+    {
+        echo "# Managed by gvisorgen: options of containerd-shim-runsc-v1 for the runsc runtime. Overwritten on every run."
+        if [ "$INSTALL_DIR_ON_PATH" = false ]; then printf 'binary_name = "%s/runsc"\n' "$INSTALL_DIR"; fi
+        echo "[runsc_config]"
+        if [ -n "$RUNSC_CONFIG_TOML" ]; then printf '%s\n' "$RUNSC_CONFIG_TOML"; fi
+    } >"$T/runsc.toml"
+    if [ -f "$RCFG" ] && cmp -s "$T/runsc.toml" "$RCFG"; then
+        gvz_log "$RUNSC_CONFIG is up to date"
+    else
+        gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"
+        gvz_log "wrote $RUNSC_CONFIG"
+    fi
 elif [ -n "$RUNSC_CONFIG_TOML" ]; then
-	gvz_log "RUNSC_CONFIG_TOML is not applied: the existing runsc runtime is left exactly as it is"
+    gvz_log "RUNSC_CONFIG_TOML is not applied: the existing runsc runtime is left exactly as it is"
 fi
 
 # --- swap -----------------------------------------------------------------------------------------------------------
@@ -230,45 +230,45 @@ changed=
 if [ -z "$existed" ] || ! cmp -s "$T/candidate" "$CFG"; then changed=1; fi
 applied_ok=
 if [ -f "$HOST_ROOT$GVZ_APPLIED" ] && [ -f "$CFG" ] &&
-	[ "$(head -n 1 "$HOST_ROOT$GVZ_APPLIED")" = "$(gvz_sha512 "$CFG")" ]; then applied_ok=1; fi
+    [ "$(head -n 1 "$HOST_ROOT$GVZ_APPLIED")" = "$(gvz_sha512 "$CFG")" ]; then applied_ok=1; fi
 
 rm -f "$CHECK"
 if [ -n "$changed" ]; then
-	# The backup keeps the config as it was before gvisorgen first changed it (never overwritten).
-	if [ -n "$existed" ] && [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
-		gvz_atomic_copy "$CFG" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; config untouched"
-		gvz_log "backed up $CONTAINERD_CONFIG to $GVZ_BACKUP"
-	fi
-	gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
-	gvz_log "wrote $CONTAINERD_CONFIG (config version $fver, runtimes table $fprefix.runsc)"
+    # The backup keeps the config as it was before gvisorgen first changed it (never overwritten).
+    if [ -n "$existed" ] && [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
+        gvz_atomic_copy "$CFG" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; config untouched"
+        gvz_log "backed up $CONTAINERD_CONFIG to $GVZ_BACKUP"
+    fi
+    gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+    gvz_log "wrote $CONTAINERD_CONFIG (config version $fver, runtimes table $fprefix.runsc)"
 fi
 
 restart=
 if [ -n "$changed" ]; then
-	restart=1
+    restart=1
 elif [ -z "$handwritten" ] && [ -z "$applied_ok" ]; then
-	gvz_log "$CONTAINERD_CONFIG already holds the runtime, but containerd was never seen running with it: restarting"
-	restart=1
+    gvz_log "$CONTAINERD_CONFIG already holds the runtime, but containerd was never seen running with it: restarting"
+    restart=1
 fi
 
 if [ -n "$restart" ]; then
-	if ! gvz_restart_containerd "$new_addr"; then
-		if [ -z "$changed" ]; then
-			gvz_die "containerd does not come back with $CONTAINERD_CONFIG; the node needs attention"
-		fi
-		if [ -n "$existed" ]; then
-			gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring the old $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
-		else
-			rm -f "$CFG"
-		fi
-		gvz_log "rolled back: restored the previous $CONTAINERD_CONFIG${existed:+ (the backup stays in $GVZ_BACKUP)}"
-		if gvz_restart_containerd "$old_addr"; then
-			gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config and containerd runs again"
-		fi
-		gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config, but containerd does not come back either; the node needs attention"
-	fi
+    if ! gvz_restart_containerd "$new_addr"; then
+        if [ -z "$changed" ]; then
+            gvz_die "containerd does not come back with $CONTAINERD_CONFIG; the node needs attention"
+        fi
+        if [ -n "$existed" ]; then
+            gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring the old $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
+        else
+            rm -f "$CFG"
+        fi
+        gvz_log "rolled back: restored the previous $CONTAINERD_CONFIG${existed:+ (the backup stays in $GVZ_BACKUP)}"
+        if gvz_restart_containerd "$old_addr"; then
+            gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config and containerd runs again"
+        fi
+        gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config, but containerd does not come back either; the node needs attention"
+    fi
 else
-	gvz_log "$CONTAINERD_CONFIG unchanged; no containerd restart"
+    gvz_log "$CONTAINERD_CONFIG unchanged; no containerd restart"
 fi
 
 printf '%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"

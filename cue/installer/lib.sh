@@ -12,15 +12,15 @@ GVZ_NAME=${GVZ_NAME:-gvisorgen}
 
 gvz_log() { printf '[%s] %s\n' "$GVZ_NAME" "$*" >&2; }
 gvz_die() {
-	printf '[%s] ERROR: %s\n' "$GVZ_NAME" "$*" >&2
-	exit 1
+    printf '[%s] ERROR: %s\n' "$GVZ_NAME" "$*" >&2
+    exit 1
 }
 
 # gvz_need_applets CMD... : fail naming the first command the image lacks.
 gvz_need_applets() {
-	for _a in "$@"; do
-		command -v "$_a" >/dev/null 2>&1 || gvz_die "the installer image has no '$_a' command (busybox applet); use an image that provides it"
-	done
+    for _a in "$@"; do
+        command -v "$_a" >/dev/null 2>&1 || gvz_die "the installer image has no '$_a' command (busybox applet); use an image that provides it"
+    done
 }
 
 # Applets every script uses through this file.
@@ -30,120 +30,120 @@ gvz_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 
 # gvz_check_path NAME VALUE : an absolute host path made only of safe characters (it is written into TOML strings).
 gvz_check_path() {
-	case $2 in
-	/*) ;;
-	*) gvz_die "$1 must be an absolute path, got '$2'" ;;
-	esac
-	case $2 in
-	*[!A-Za-z0-9._/-]* | */../* | */.. | *//*) gvz_die "$1 may hold only letters, digits and . _ / - (no '..'), got '$2'" ;;
-	esac
+    case $2 in
+    /*) ;;
+    *) gvz_die "$1 must be an absolute path, got '$2'" ;;
+    esac
+    case $2 in
+    *[!A-Za-z0-9._/-]* | */../* | */.. | *//*) gvz_die "$1 may hold only letters, digits and . _ / - (no '..'), got '$2'" ;;
+    esac
 }
 
 # gvz_load_env : defaults + validation of the whole contract. Sets GVZ_* derived values.
 gvz_load_env() {
-	HOST_ROOT=${HOST_ROOT-/host}
-	HOST_ROOT=${HOST_ROOT%/}
-	HOST_EXEC=${HOST_EXEC:-nsenter -t 1 -m -u -i -n -p --}
-	HOST_PATH=${HOST_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
-	GVISOR_VERSION=${GVISOR_VERSION:-}
-	GVISOR_BASE_URL=${GVISOR_BASE_URL:-https://storage.googleapis.com/gvisor/releases/release}
-	GVISOR_BASE_URL=${GVISOR_BASE_URL%/}
-	GVISOR_LAYOUT=${GVISOR_LAYOUT:-auto}
-	GVISOR_SHA512_PINS=${GVISOR_SHA512_PINS:-}
-	GVISOR_MODE=${GVISOR_MODE:-install}
-	INSTALL_DIR=${INSTALL_DIR:-/usr/local/bin}
-	INSTALL_DIR=${INSTALL_DIR%/}
-	INSTALL_DIR_ON_PATH=${INSTALL_DIR_ON_PATH:-true}
-	CONTAINERD_CONFIG=${CONTAINERD_CONFIG:-/etc/containerd/config.toml}
-	RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc.toml}
-	RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
-	STATE_DIR=${STATE_DIR:-/run/gvisorgen}
-	STATE_DIR=${STATE_DIR%/}
-	DOWNLOAD_TIMEOUT_SECONDS=${DOWNLOAD_TIMEOUT_SECONDS:-60}
-	DOWNLOAD_RETRIES=${DOWNLOAD_RETRIES:-3}
-	RESTART_TIMEOUT_SECONDS=${RESTART_TIMEOUT_SECONDS:-60}
-	LOCK_TIMEOUT_SECONDS=${LOCK_TIMEOUT_SECONDS:-300}
+    HOST_ROOT=${HOST_ROOT-/host}
+    HOST_ROOT=${HOST_ROOT%/}
+    HOST_EXEC=${HOST_EXEC:-nsenter -t 1 -m -u -i -n -p --}
+    HOST_PATH=${HOST_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
+    GVISOR_VERSION=${GVISOR_VERSION:-}
+    GVISOR_BASE_URL=${GVISOR_BASE_URL:-https://storage.googleapis.com/gvisor/releases/release}
+    GVISOR_BASE_URL=${GVISOR_BASE_URL%/}
+    GVISOR_LAYOUT=${GVISOR_LAYOUT:-auto}
+    GVISOR_SHA512_PINS=${GVISOR_SHA512_PINS:-}
+    GVISOR_MODE=${GVISOR_MODE:-install}
+    INSTALL_DIR=${INSTALL_DIR:-/usr/local/bin}
+    INSTALL_DIR=${INSTALL_DIR%/}
+    INSTALL_DIR_ON_PATH=${INSTALL_DIR_ON_PATH:-true}
+    CONTAINERD_CONFIG=${CONTAINERD_CONFIG:-/etc/containerd/config.toml}
+    RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc.toml}
+    RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
+    STATE_DIR=${STATE_DIR:-/run/gvisorgen}
+    STATE_DIR=${STATE_DIR%/}
+    DOWNLOAD_TIMEOUT_SECONDS=${DOWNLOAD_TIMEOUT_SECONDS:-60}
+    DOWNLOAD_RETRIES=${DOWNLOAD_RETRIES:-3}
+    RESTART_TIMEOUT_SECONDS=${RESTART_TIMEOUT_SECONDS:-60}
+    LOCK_TIMEOUT_SECONDS=${LOCK_TIMEOUT_SECONDS:-300}
 
-	case $HOST_ROOT in '' | /*) ;; *) gvz_die "HOST_ROOT must be an absolute path, got '$HOST_ROOT'" ;; esac
-	case $GVISOR_MODE in install | uninstall) ;; *) gvz_die "GVISOR_MODE must be install or uninstall, got '$GVISOR_MODE'" ;; esac
-	case $INSTALL_DIR_ON_PATH in true | false) ;; *) gvz_die "INSTALL_DIR_ON_PATH must be true or false, got '$INSTALL_DIR_ON_PATH'" ;; esac
-	gvz_check_path INSTALL_DIR "$INSTALL_DIR"
-	gvz_check_path CONTAINERD_CONFIG "$CONTAINERD_CONFIG"
-	gvz_check_path RUNSC_CONFIG "$RUNSC_CONFIG"
-	gvz_check_path STATE_DIR "$STATE_DIR"
-	for _v in DOWNLOAD_TIMEOUT_SECONDS DOWNLOAD_RETRIES RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS; do
-		eval "_x=\$$_v"
-		# shellcheck disable=SC2154 # _x is set by the eval above
-		if ! gvz_is_uint "$_x" || [ "$_x" -eq 0 ]; then gvz_die "$_v must be a positive integer, got '$_x'"; fi
-	done
-	# The first word of HOST_EXEC must exist in the image (nsenter by default).
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	set -- $HOST_EXEC
-	[ $# -gt 0 ] || gvz_die "HOST_EXEC is empty"
-	gvz_need_applets "$1"
-	case $HOST_PATH in *[!A-Za-z0-9._/:-]*) gvz_die "HOST_PATH may hold only letters, digits and . _ / : -, got '$HOST_PATH'" ;; esac
-	# Host commands run with the host's usual PATH, not the image's (nsenter passes our environment through).
-	GVZ_HX="$HOST_EXEC env PATH=$HOST_PATH"
+    case $HOST_ROOT in '' | /*) ;; *) gvz_die "HOST_ROOT must be an absolute path, got '$HOST_ROOT'" ;; esac
+    case $GVISOR_MODE in install | uninstall) ;; *) gvz_die "GVISOR_MODE must be install or uninstall, got '$GVISOR_MODE'" ;; esac
+    case $INSTALL_DIR_ON_PATH in true | false) ;; *) gvz_die "INSTALL_DIR_ON_PATH must be true or false, got '$INSTALL_DIR_ON_PATH'" ;; esac
+    gvz_check_path INSTALL_DIR "$INSTALL_DIR"
+    gvz_check_path CONTAINERD_CONFIG "$CONTAINERD_CONFIG"
+    gvz_check_path RUNSC_CONFIG "$RUNSC_CONFIG"
+    gvz_check_path STATE_DIR "$STATE_DIR"
+    for _v in DOWNLOAD_TIMEOUT_SECONDS DOWNLOAD_RETRIES RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS; do
+        eval "_x=\$$_v"
+        # shellcheck disable=SC2154 # _x is set by the eval above
+        if ! gvz_is_uint "$_x" || [ "$_x" -eq 0 ]; then gvz_die "$_v must be a positive integer, got '$_x'"; fi
+    done
+    # The first word of HOST_EXEC must exist in the image (nsenter by default).
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    set -- $HOST_EXEC
+    [ $# -gt 0 ] || gvz_die "HOST_EXEC is empty"
+    gvz_need_applets "$1"
+    case $HOST_PATH in *[!A-Za-z0-9._/:-]*) gvz_die "HOST_PATH may hold only letters, digits and . _ / : -, got '$HOST_PATH'" ;; esac
+    # Host commands run with the host's usual PATH, not the image's (nsenter passes our environment through).
+    GVZ_HX="$HOST_EXEC env PATH=$HOST_PATH"
 
-	GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
-	GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
-	GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
-	GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
-	GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
-	[ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
+    GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
+    GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
+    GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
+    GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
+    GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
+    [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
 }
 
 # gvz_check_version : GVISOR_VERSION is YYYYMMDD or YYYYMMDD.N ("latest" and anything else refused).
 gvz_check_version() {
-	case $GVISOR_VERSION in
-	[12][0-9][0-9][0-9][01][0-9][0-3][0-9]) ;;
-	[12][0-9][0-9][0-9][01][0-9][0-3][0-9].[0-9]*)
-		gvz_is_uint "${GVISOR_VERSION#*.}" || gvz_die "GVISOR_VERSION must be YYYYMMDD or YYYYMMDD.N, got '$GVISOR_VERSION'"
-		;;
-	*) gvz_die "GVISOR_VERSION must be a release tag YYYYMMDD or YYYYMMDD.N (not 'latest'), got '$GVISOR_VERSION'" ;;
-	esac
+    case $GVISOR_VERSION in
+    [12][0-9][0-9][0-9][01][0-9][0-3][0-9]) ;;
+    [12][0-9][0-9][0-9][01][0-9][0-3][0-9].[0-9]*)
+        gvz_is_uint "${GVISOR_VERSION#*.}" || gvz_die "GVISOR_VERSION must be YYYYMMDD or YYYYMMDD.N, got '$GVISOR_VERSION'"
+        ;;
+    *) gvz_die "GVISOR_VERSION must be a release tag YYYYMMDD or YYYYMMDD.N (not 'latest'), got '$GVISOR_VERSION'" ;;
+    esac
 }
 
 # gvz_layout : prints binaries|archive for GVISOR_LAYOUT and the tag's date.
 gvz_layout() {
-	case $GVISOR_LAYOUT in
-	binaries | archive) echo "$GVISOR_LAYOUT" ;;
-	auto) if [ "$(printf '%s' "$GVISOR_VERSION" | cut -c1-8)" -lt 20260701 ]; then echo binaries; else echo archive; fi ;;
-	*) gvz_die "GVISOR_LAYOUT must be auto, binaries or archive, got '$GVISOR_LAYOUT'" ;;
-	esac
+    case $GVISOR_LAYOUT in
+    binaries | archive) echo "$GVISOR_LAYOUT" ;;
+    auto) if [ "$(printf '%s' "$GVISOR_VERSION" | cut -c1-8)" -lt 20260701 ]; then echo binaries; else echo archive; fi ;;
+    *) gvz_die "GVISOR_LAYOUT must be auto, binaries or archive, got '$GVISOR_LAYOUT'" ;;
+    esac
 }
 
 # gvz_arch : gVisor's name for this node's architecture.
 gvz_arch() {
-	_m=$(uname -m)
-	case $_m in
-	x86_64 | amd64) echo x86_64 ;;
-	aarch64 | arm64) echo aarch64 ;;
-	*) gvz_die "unsupported architecture '$_m' (uname -m): gVisor releases exist for x86_64 and aarch64 only" ;;
-	esac
+    _m=$(uname -m)
+    case $_m in
+    x86_64 | amd64) echo x86_64 ;;
+    aarch64 | arm64) echo aarch64 ;;
+    *) gvz_die "unsupported architecture '$_m' (uname -m): gVisor releases exist for x86_64 and aarch64 only" ;;
+    esac
 }
 
 # gvz_check_pins : every non-blank, non-comment line of GVISOR_SHA512_PINS is "<arch>/<artifact> <128 hex>".
 gvz_check_pins() {
-	printf '%s\n' "$GVISOR_SHA512_PINS" | awk '
-		/^[ \t]*(#.*)?$/ { next }
-		{
-			ok = (NF == 2 && $1 ~ /^(x86_64|aarch64)\/(runsc|containerd-shim-runsc-v1|gvisor\.tar\.bz2)$/ && length($2) == 128 && $2 ~ /^[0-9a-fA-F]+$/)
-			if (!ok) { print "bad GVISOR_SHA512_PINS line: " $0 > "/dev/stderr"; bad = 1 }
-		}
-		END { exit bad }' || gvz_die "GVISOR_SHA512_PINS lines must be '<x86_64|aarch64>/<runsc|containerd-shim-runsc-v1|gvisor.tar.bz2> <128 hex digits>'"
+    printf '%s\n' "$GVISOR_SHA512_PINS" | awk '
+        /^[ \t]*(#.*)?$/ { next }
+        {
+            ok = (NF == 2 && $1 ~ /^(x86_64|aarch64)\/(runsc|containerd-shim-runsc-v1|gvisor\.tar\.bz2)$/ && length($2) == 128 && $2 ~ /^[0-9a-fA-F]+$/)
+            if (!ok) { print "bad GVISOR_SHA512_PINS line: " $0 > "/dev/stderr"; bad = 1 }
+        }
+        END { exit bad }' || gvz_die "GVISOR_SHA512_PINS lines must be '<x86_64|aarch64>/<runsc|containerd-shim-runsc-v1|gvisor.tar.bz2> <128 hex digits>'"
 }
 
 # gvz_pin ARCH ARTIFACT : the pinned sha512 (lower case) or nothing.
 gvz_pin() {
-	printf '%s\n' "$GVISOR_SHA512_PINS" | awk -v k="$1/$2" '$1 == k { print tolower($2); exit }'
+    printf '%s\n' "$GVISOR_SHA512_PINS" | awk -v k="$1/$2" '$1 == k { print tolower($2); exit }'
 }
 
 gvz_sha512() { sha512sum "$1" | cut -d' ' -f1; }
 
 gvz_is_sha512() {
-	[ "${#1}" -eq 128 ] || return 1
-	case $1 in *[!0-9a-f]*) return 1 ;; esac
+    [ "${#1}" -eq 128 ] || return 1
+    case $1 in *[!0-9a-f]*) return 1 ;; esac
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -151,54 +151,54 @@ gvz_is_sha512() {
 
 # gvz_host CMD... : run a command on the host (through HOST_EXEC). Host paths are the host's real paths.
 gvz_host() {
-	# shellcheck disable=SC2086 # GVZ_HX is a command prefix, split on purpose
-	$GVZ_HX "$@"
+    # shellcheck disable=SC2086 # GVZ_HX is a command prefix, split on purpose
+    $GVZ_HX "$@"
 }
 
 # gvz_check_host : HOST_EXEC works and the host has containerd; logs the host containerd's version.
 gvz_check_host() {
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	_v=$(timeout 30 $GVZ_HX containerd --version 2>&1) ||
-		gvz_die "cannot run 'containerd --version' on the host through HOST_EXEC ($HOST_EXEC): $(printf '%s' "$_v" | head -c 300)"
-	gvz_log "host: $_v"
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    _v=$(timeout 30 $GVZ_HX containerd --version 2>&1) ||
+        gvz_die "cannot run 'containerd --version' on the host through HOST_EXEC ($HOST_EXEC): $(printf '%s' "$_v" | head -c 300)"
+    gvz_log "host: $_v"
 }
 
 # gvz_dump CONFIG_HOST_PATH OUT ERR : the host containerd's dump of a config file; status of the dump.
 gvz_dump() {
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	timeout 60 $GVZ_HX containerd --config "$1" config dump >"$2" 2>"$3"
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    timeout 60 $GVZ_HX containerd --config "$1" config dump >"$2" 2>"$3"
 }
 
 # gvz_cri_ok ADDRESS : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins ls`).
 gvz_cri_ok() {
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	_out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
-	printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    _out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
+    printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 
 # gvz_wait_cri ADDRESS SECONDS : bounded wait for gvz_cri_ok.
 gvz_wait_cri() {
-	_end=$(($(date +%s) + $2))
-	while :; do
-		gvz_cri_ok "$1" && return 0
-		[ "$(date +%s)" -lt "$_end" ] || return 1
-		sleep 0.5
-	done
+    _end=$(($(date +%s) + $2))
+    while :; do
+        gvz_cri_ok "$1" && return 0
+        [ "$(date +%s)" -lt "$_end" ] || return 1
+        sleep 0.5
+    done
 }
 
 # gvz_restart_containerd ADDRESS : systemctl restart through HOST_EXEC, then wait for CRI. Status only.
 gvz_restart_containerd() {
-	gvz_log "restarting containerd (systemctl restart containerd on the host)"
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	if ! timeout "$RESTART_TIMEOUT_SECONDS" $GVZ_HX systemctl restart containerd >&2; then
-		gvz_log "systemctl restart containerd failed or timed out after ${RESTART_TIMEOUT_SECONDS}s"
-		return 1
-	fi
-	if ! gvz_wait_cri "$1" "$RESTART_TIMEOUT_SECONDS"; then
-		gvz_log "containerd did not answer with its CRI plugin loaded on $1 within ${RESTART_TIMEOUT_SECONDS}s"
-		return 1
-	fi
-	gvz_log "containerd is back and its CRI plugin is loaded"
+    gvz_log "restarting containerd (systemctl restart containerd on the host)"
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    if ! timeout "$RESTART_TIMEOUT_SECONDS" $GVZ_HX systemctl restart containerd >&2; then
+        gvz_log "systemctl restart containerd failed or timed out after ${RESTART_TIMEOUT_SECONDS}s"
+        return 1
+    fi
+    if ! gvz_wait_cri "$1" "$RESTART_TIMEOUT_SECONDS"; then
+        gvz_log "containerd did not answer with its CRI plugin loaded on $1 within ${RESTART_TIMEOUT_SECONDS}s"
+        return 1
+    fi
+    gvz_log "containerd is back and its CRI plugin is loaded"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -206,70 +206,70 @@ gvz_restart_containerd() {
 
 # gvz_file_version FILE : the top-level `version = N` of a config (before any table), 1 when absent.
 gvz_file_version() {
-	awk '
-		/^[ \t]*\[/ { exit }
-		/^[ \t]*version[ \t]*=/ {
-			v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[ \t]*(#.*)?\r?$/, "", v); print v; found = 1; exit
-		}
-		END { if (!found) print 1 }' "$1"
+    awk '
+        /^[ \t]*\[/ { exit }
+        /^[ \t]*version[ \t]*=/ {
+            v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[ \t]*(#.*)?\r?$/, "", v); print v; found = 1; exit
+        }
+        END { if (!found) print 1 }' "$1"
 }
 
 # gvz_runtimes_prefix VERSION : the table that holds CRI runtimes for a config of that version.
 gvz_runtimes_prefix() {
-	case $1 in
-	1) echo 'plugins.cri.containerd.runtimes' ;;
-	2) echo 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes' ;;
-	3 | 4) echo 'plugins."io.containerd.cri.v1.runtime".containerd.runtimes' ;;
-	*) return 1 ;;
-	esac
+    case $1 in
+    1) echo 'plugins.cri.containerd.runtimes' ;;
+    2) echo 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes' ;;
+    3 | 4) echo 'plugins."io.containerd.cri.v1.runtime".containerd.runtimes' ;;
+    *) return 1 ;;
+    esac
 }
 
 # gvz_dump_prefix DUMP : the effective CRI containerd table in a dump (dumps are version 2 on 1.x, 3+ on 2.x).
 gvz_dump_prefix() {
-	_dv=$(gvz_file_version "$1")
-	if [ "$_dv" -ge 3 ] 2>/dev/null; then
-		echo 'plugins."io.containerd.cri.v1.runtime".containerd'
-	else
-		echo 'plugins."io.containerd.grpc.v1.cri".containerd'
-	fi
+    _dv=$(gvz_file_version "$1")
+    if [ "$_dv" -ge 3 ] 2>/dev/null; then
+        echo 'plugins."io.containerd.cri.v1.runtime".containerd'
+    else
+        echo 'plugins."io.containerd.grpc.v1.cri".containerd'
+    fi
 }
 
 # gvz_dump_headers DUMP : every table header, normalised ('x' -> "x").
 gvz_dump_headers() {
-	awk '/^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); print h }' "$1"
+    awk '/^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); print h }' "$1"
 }
 
 # gvz_dump_key DUMP TABLE KEY : a key's value (quotes stripped) inside one table of a dump.
 gvz_dump_key() {
-	awk -v t="$2" -v k="$3" '
-		/^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); cur = h; next }
-		cur == t {
-			line = $0; sub(/^[ \t]+/, "", line)
-			n = index(line, "=")
-			if (n == 0) next
-			key = substr(line, 1, n - 1); sub(/[ \t]+$/, "", key)
-			if (key != k) next
-			v = substr(line, n + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v)
-			gsub(/^["\047]|["\047]$/, "", v); print v; exit
-		}' "$1"
+    awk -v t="$2" -v k="$3" '
+        /^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); cur = h; next }
+        cur == t {
+            line = $0; sub(/^[ \t]+/, "", line)
+            n = index(line, "=")
+            if (n == 0) next
+            key = substr(line, 1, n - 1); sub(/[ \t]+$/, "", key)
+            if (key != k) next
+            v = substr(line, n + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v)
+            gsub(/^["\047]|["\047]$/, "", v); print v; exit
+        }' "$1"
 }
 
 # gvz_dump_has_runtime DUMP PREFIX NAME : does the dump define PREFIX.runtimes.NAME?
 gvz_dump_has_runtime() {
-	gvz_dump_headers "$1" | grep -qxF -e "$2.runtimes.$3" -e "$2.runtimes.\"$3\""
+    gvz_dump_headers "$1" | grep -qxF -e "$2.runtimes.$3" -e "$2.runtimes.\"$3\""
 }
 
 # gvz_grpc_address DUMP : the socket containerd listens on, from a dump (1.x: [grpc]; 2.x: server.v1.grpc plugin).
 gvz_grpc_address() {
-	_a=$(gvz_dump_key "$1" grpc address)
-	[ -n "$_a" ] || _a=$(gvz_dump_key "$1" 'plugins."io.containerd.server.v1.grpc"' address)
-	[ -n "$_a" ] || _a=/run/containerd/containerd.sock
-	echo "$_a"
+    _a=$(gvz_dump_key "$1" grpc address)
+    [ -n "$_a" ] || _a=$(gvz_dump_key "$1" 'plugins."io.containerd.server.v1.grpc"' address)
+    [ -n "$_a" ] || _a=/run/containerd/containerd.sock
+    echo "$_a"
 }
 
 # gvz_unknown_keys ERRFILE : containerd's "Ignoring unknown key" warnings, without timestamps, sorted.
 gvz_unknown_keys() {
-	grep -i 'unknown key' "$1" | sed 's/time="[^"]*"//' | sort -u || true
+    grep -i 'unknown key' "$1" | sed 's/time="[^"]*"//' | sort -u || true
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -280,19 +280,19 @@ GVZ_END='# <<< gvisorgen: runsc runtime <<<'
 
 # gvz_block_count FILE : prints "<begins> <ends>".
 gvz_block_count() {
-	awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '$0 == b { nb++ } $0 == e { ne++ } END { print nb + 0, ne + 0 }' "$1"
+    awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '$0 == b { nb++ } $0 == e { ne++ } END { print nb + 0, ne + 0 }' "$1"
 }
 
 # gvz_strip_block FILE : the file without the managed block (and the one blank line written before it).
 gvz_strip_block() {
-	awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '
-		{ line[NR] = $0 }
-		$0 == b { bi = NR }
-		$0 == e { ei = NR }
-		END {
-			if (bi && ei >= bi) { from = bi; to = ei; if (bi > 1 && line[bi - 1] == "") from = bi - 1 }
-			for (i = 1; i <= NR; i++) if (!(from && i >= from && i <= to)) print line[i]
-		}' "$1"
+    awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '
+        { line[NR] = $0 }
+        $0 == b { bi = NR }
+        $0 == e { ei = NR }
+        END {
+            if (bi && ei >= bi) { from = bi; to = ei; if (bi > 1 && line[bi - 1] == "") from = bi - 1 }
+            for (i = 1; i <= NR; i++) if (!(from && i >= from && i <= to)) print line[i]
+        }' "$1"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -309,76 +309,76 @@ gvz_starttime() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 
 # gvz_holder_gone "HOLDER LINE" : status 0 when the recorded holder can no longer be running.
 gvz_holder_gone() {
-	# shellcheck disable=SC2086 # the holder line is split into its fields on purpose
-	set -- $1
-	[ $# -ge 4 ] || return 0
-	[ "$1" = "$(gvz_boot_id)" ] || return 0
-	if [ "$2" = "$(gvz_pidns)" ]; then
-		[ "$(gvz_starttime "$3")" = "$4" ] && return 1
-		return 0
-	fi
-	# Another pid namespace (another container or pod): gone when no host process is left in it.
-	# shellcheck disable=SC2016 # expanded by the host shell
-	if gvz_host sh -c 'ls -l /proc/[0-9]*/ns/pid 2>/dev/null | grep -qF -- "$1"' sh "$2"; then
-		return 1
-	fi
-	# Only trust "gone" when the host listing itself worked (it must at least show its own namespace).
-	# shellcheck disable=SC2016 # expanded by the host shell
-	gvz_host sh -c 'ls -l /proc/self/ns/pid 2>/dev/null | grep -q "pid:\["' sh >/dev/null 2>&1
+    # shellcheck disable=SC2086 # the holder line is split into its fields on purpose
+    set -- $1
+    [ $# -ge 4 ] || return 0
+    [ "$1" = "$(gvz_boot_id)" ] || return 0
+    if [ "$2" = "$(gvz_pidns)" ]; then
+        [ "$(gvz_starttime "$3")" = "$4" ] && return 1
+        return 0
+    fi
+    # Another pid namespace (another container or pod): gone when no host process is left in it.
+    # shellcheck disable=SC2016 # expanded by the host shell
+    if gvz_host sh -c 'ls -l /proc/[0-9]*/ns/pid 2>/dev/null | grep -qF -- "$1"' sh "$2"; then
+        return 1
+    fi
+    # Only trust "gone" when the host listing itself worked (it must at least show its own namespace).
+    # shellcheck disable=SC2016 # expanded by the host shell
+    gvz_host sh -c 'ls -l /proc/self/ns/pid 2>/dev/null | grep -q "pid:\["' sh >/dev/null 2>&1
 }
 
 gvz_lock() {
-	_dir=$HOST_ROOT$STATE_DIR
-	[ -d "$_dir" ] || mkdir -p "$_dir" 2>/dev/null || gvz_die "state dir $STATE_DIR is not mounted at $_dir"
-	GVZ_LOCK_DIR=$_dir/lock
-	GVZ_ME="$(gvz_boot_id) $(gvz_pidns) $$ $(gvz_starttime $$) $(hostname) $(date +%s) $GVZ_NAME"
-	_end=$(($(date +%s) + LOCK_TIMEOUT_SECONDS))
-	_said=
-	while :; do
-		if mkdir "$GVZ_LOCK_DIR" 2>/dev/null; then
-			printf '%s\n' "$GVZ_ME" >"$GVZ_LOCK_DIR/holder"
-			GVZ_LOCK_HELD=1
-			return 0
-		fi
-		_h=$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)
-		if [ -z "$_h" ]; then
-			# Between mkdir and writing the holder, or killed right there: stale after 30 seconds.
-			_m=$(stat -c %Y "$GVZ_LOCK_DIR" 2>/dev/null || echo 0)
-			if [ $(($(date +%s) - _m)) -gt 30 ]; then
-				gvz_break_lock ""
-				continue
-			fi
-		elif gvz_holder_gone "$_h"; then
-			gvz_break_lock "$_h"
-			continue
-		fi
-		[ -n "$_said" ] || gvz_log "waiting for the lock $STATE_DIR/lock held by: $_h"
-		_said=1
-		[ "$(date +%s)" -lt "$_end" ] || gvz_die "another gvisorgen run still holds $STATE_DIR/lock after ${LOCK_TIMEOUT_SECONDS}s (holder: $_h); retry later"
-		sleep 0.5
-	done
+    _dir=$HOST_ROOT$STATE_DIR
+    [ -d "$_dir" ] || mkdir -p "$_dir" 2>/dev/null || gvz_die "state dir $STATE_DIR is not mounted at $_dir"
+    GVZ_LOCK_DIR=$_dir/lock
+    GVZ_ME="$(gvz_boot_id) $(gvz_pidns) $$ $(gvz_starttime $$) $(hostname) $(date +%s) $GVZ_NAME"
+    _end=$(($(date +%s) + LOCK_TIMEOUT_SECONDS))
+    _said=
+    while :; do
+        if mkdir "$GVZ_LOCK_DIR" 2>/dev/null; then
+            printf '%s\n' "$GVZ_ME" >"$GVZ_LOCK_DIR/holder"
+            GVZ_LOCK_HELD=1
+            return 0
+        fi
+        _h=$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)
+        if [ -z "$_h" ]; then
+            # Between mkdir and writing the holder, or killed right there: stale after 30 seconds.
+            _m=$(stat -c %Y "$GVZ_LOCK_DIR" 2>/dev/null || echo 0)
+            if [ $(($(date +%s) - _m)) -gt 30 ]; then
+                gvz_break_lock ""
+                continue
+            fi
+        elif gvz_holder_gone "$_h"; then
+            gvz_break_lock "$_h"
+            continue
+        fi
+        [ -n "$_said" ] || gvz_log "waiting for the lock $STATE_DIR/lock held by: $_h"
+        _said=1
+        [ "$(date +%s)" -lt "$_end" ] || gvz_die "another gvisorgen run still holds $STATE_DIR/lock after ${LOCK_TIMEOUT_SECONDS}s (holder: $_h); retry later"
+        sleep 0.5
+    done
 }
 
 # gvz_break_lock "HOLDER LINE" : rename the stale lock away (atomic), put it back if it changed meanwhile.
 gvz_break_lock() {
-	_stale=$GVZ_LOCK_DIR.stale.$$
-	mv "$GVZ_LOCK_DIR" "$_stale" 2>/dev/null || return 0
-	_h2=$(cat "$_stale/holder" 2>/dev/null || true)
-	if [ "$_h2" != "$1" ]; then
-		# A new holder took it between our check and the rename: give it back.
-		mv "$_stale" "$GVZ_LOCK_DIR" 2>/dev/null || true
-		return 0
-	fi
-	rm -rf "$_stale"
-	gvz_log "broke a stale lock (holder gone): ${1:-<no holder recorded>}"
+    _stale=$GVZ_LOCK_DIR.stale.$$
+    mv "$GVZ_LOCK_DIR" "$_stale" 2>/dev/null || return 0
+    _h2=$(cat "$_stale/holder" 2>/dev/null || true)
+    if [ "$_h2" != "$1" ]; then
+        # A new holder took it between our check and the rename: give it back.
+        mv "$_stale" "$GVZ_LOCK_DIR" 2>/dev/null || true
+        return 0
+    fi
+    rm -rf "$_stale"
+    gvz_log "broke a stale lock (holder gone): ${1:-<no holder recorded>}"
 }
 
 gvz_unlock() {
-	[ -n "$GVZ_LOCK_HELD" ] || return 0
-	if [ "$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)" = "$GVZ_ME" ]; then
-		rm -rf "$GVZ_LOCK_DIR"
-	fi
-	GVZ_LOCK_HELD=
+    [ -n "$GVZ_LOCK_HELD" ] || return 0
+    if [ "$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)" = "$GVZ_ME" ]; then
+        rm -rf "$GVZ_LOCK_DIR"
+    fi
+    GVZ_LOCK_HELD=
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -388,33 +388,33 @@ GVZ_TMP=
 GVZ_CLEANUP_FILES=
 
 gvz_cleanup() {
-	for _f in $GVZ_CLEANUP_FILES; do rm -rf "$_f"; done
-	[ -z "$GVZ_TMP" ] || rm -rf "$GVZ_TMP"
-	gvz_unlock
+    for _f in $GVZ_CLEANUP_FILES; do rm -rf "$_f"; done
+    [ -z "$GVZ_TMP" ] || rm -rf "$GVZ_TMP"
+    gvz_unlock
 }
 
 gvz_setup_traps() {
-	trap gvz_cleanup EXIT
-	trap 'exit 129' HUP
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
-	GVZ_TMP=$(mktemp -d "${TMPDIR:-/tmp}/gvisorgen.XXXXXX")
+    trap gvz_cleanup EXIT
+    trap 'exit 129' HUP
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    GVZ_TMP=$(mktemp -d "${TMPDIR:-/tmp}/gvisorgen.XXXXXX")
 }
 
 # gvz_atomic_write DEST_HOSTROOTED MODE < content : temp file in the same dir, chmod, rename.
 gvz_atomic_write() {
-	_t=${1%/*}/.${1##*/}.gvisorgen-tmp.$$
-	GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $_t"
-	cat >"$_t" || return 1
-	chmod "$2" "$_t" || return 1
-	mv -f "$_t" "$1"
+    _t=${1%/*}/.${1##*/}.gvisorgen-tmp.$$
+    GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $_t"
+    cat >"$_t" || return 1
+    chmod "$2" "$_t" || return 1
+    mv -f "$_t" "$1"
 }
 
 # gvz_atomic_copy SRC DEST_HOSTROOTED MODE
 gvz_atomic_copy() {
-	_t=${2%/*}/.${2##*/}.gvisorgen-tmp.$$
-	GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $_t"
-	cp "$1" "$_t" || return 1
-	chmod "$3" "$_t" || return 1
-	mv -f "$_t" "$2"
+    _t=${2%/*}/.${2##*/}.gvisorgen-tmp.$$
+    GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $_t"
+    cp "$1" "$_t" || return 1
+    chmod "$3" "$_t" || return 1
+    mv -f "$_t" "$2"
 }

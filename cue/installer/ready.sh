@@ -27,33 +27,33 @@ APPLIED=$HOST_ROOT$GVZ_APPLIED
 RCFG=$HOST_ROOT$RUNSC_CONFIG
 
 not_ready() {
-	echo "not ready: $*" >&2
-	exit 1
+    echo "not ready: $*" >&2
+    exit 1
 }
 
 has_block() { [ -f "$CFG" ] && grep -qxF "$GVZ_BEGIN" "$CFG"; }
 
 addr=/run/containerd/containerd.sock
 if [ "$GVISOR_MODE" = install ]; then
-	gvz_check_version
-	arch=$(gvz_arch)
-	[ -f "$STAMP" ] || not_ready "no stamp $GVZ_STAMP: gVisor is not installed"
-	[ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || not_ready "the stamp does not name $GVISOR_VERSION"
-	[ "$(awk '$1 == "arch" { print $2 }' "$STAMP")" = "$arch" ] || not_ready "the stamp does not name $arch"
-	for f in runsc containerd-shim-runsc-v1 $(awk '$1 == "file" { print $3 }' "$STAMP"); do
-		if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
-	done
-	[ -f "$CFG" ] || not_ready "no $CONTAINERD_CONFIG"
-	[ -f "$APPLIED" ] || not_ready "containerd was never seen running with the runsc runtime ($GVZ_APPLIED missing)"
-	[ "$(head -n 1 "$APPLIED")" = "$(gvz_sha512 "$CFG")" ] || not_ready "$CONTAINERD_CONFIG changed since configure-containerd validated it"
-	if has_block; then [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"; fi
-	a=$(sed -n 2p "$APPLIED")
-	[ -z "$a" ] || addr=$a
+    gvz_check_version
+    arch=$(gvz_arch)
+    [ -f "$STAMP" ] || not_ready "no stamp $GVZ_STAMP: gVisor is not installed"
+    [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || not_ready "the stamp does not name $GVISOR_VERSION"
+    [ "$(awk '$1 == "arch" { print $2 }' "$STAMP")" = "$arch" ] || not_ready "the stamp does not name $arch"
+    for f in runsc containerd-shim-runsc-v1 $(awk '$1 == "file" { print $3 }' "$STAMP"); do
+        if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
+    done
+    [ -f "$CFG" ] || not_ready "no $CONTAINERD_CONFIG"
+    [ -f "$APPLIED" ] || not_ready "containerd was never seen running with the runsc runtime ($GVZ_APPLIED missing)"
+    [ "$(head -n 1 "$APPLIED")" = "$(gvz_sha512 "$CFG")" ] || not_ready "$CONTAINERD_CONFIG changed since configure-containerd validated it"
+    if has_block; then [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"; fi
+    a=$(sed -n 2p "$APPLIED")
+    [ -z "$a" ] || addr=$a
 else
-	[ ! -e "$STAMP" ] || not_ready "the stamp $GVZ_STAMP is still there"
-	! has_block || not_ready "gvisorgen's block is still in $CONTAINERD_CONFIG"
-	[ ! -e "$APPLIED" ] || not_ready "$GVZ_APPLIED is still there"
-	if [ -f "$RCFG" ] && head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then not_ready "$RUNSC_CONFIG is still there"; fi
+    [ ! -e "$STAMP" ] || not_ready "the stamp $GVZ_STAMP is still there"
+    ! has_block || not_ready "gvisorgen's block is still in $CONTAINERD_CONFIG"
+    [ ! -e "$APPLIED" ] || not_ready "$GVZ_APPLIED is still there"
+    if [ -f "$RCFG" ] && head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then not_ready "$RUNSC_CONFIG is still there"; fi
 fi
 gvz_cri_ok "$addr" || not_ready "containerd does not answer on $addr with its CRI plugin loaded"
 exit 0

@@ -38,85 +38,85 @@ first_error() { grep -iE 'level=(error|fatal)|failed|error' "$1" | head -n 1 | c
 # --- the config's socket, then: any gVisor container left? --------------------------------------------------------------
 addr=/run/containerd/containerd.sock
 if [ -f "$CFG" ] && gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
-	addr=$(gvz_grpc_address "$T/cur.dump")
+    addr=$(gvz_grpc_address "$T/cur.dump")
 fi
 # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
 nss=$(timeout 20 $GVZ_HX ctr --address "$addr" namespaces ls -q 2>"$T/ctr.err") ||
-	gvz_die "cannot list containerd's namespaces on $addr ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor without knowing that no sandbox runs"
+    gvz_die "cannot list containerd's namespaces on $addr ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor without knowing that no sandbox runs"
 : >"$T/sandboxes"
 for ns in $nss; do
-	# shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-	timeout 20 $GVZ_HX ctr --address "$addr" -n "$ns" containers ls >"$T/ctrs" 2>"$T/ctr.err" ||
-		gvz_die "cannot list the containers of namespace $ns ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor"
-	awk -v ns="$ns" 'NR > 1 && $NF ~ /runsc/ { print ns "/" $1 }' "$T/ctrs" >>"$T/sandboxes"
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    timeout 20 $GVZ_HX ctr --address "$addr" -n "$ns" containers ls >"$T/ctrs" 2>"$T/ctr.err" ||
+        gvz_die "cannot list the containers of namespace $ns ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor"
+    awk -v ns="$ns" 'NR > 1 && $NF ~ /runsc/ { print ns "/" $1 }' "$T/ctrs" >>"$T/sandboxes"
 done
 if [ -s "$T/sandboxes" ]; then
-	gvz_die "$(wc -l <"$T/sandboxes") gVisor container(s) still on this node ($(head -n 5 "$T/sandboxes" | tr '\n' ' ')): drain them first (kubectl cordon the node and delete the pods with runtimeClassName gvisor); uninstall retries by itself"
+    gvz_die "$(wc -l <"$T/sandboxes") gVisor container(s) still on this node ($(head -n 5 "$T/sandboxes" | tr '\n' ' ')): drain them first (kubectl cordon the node and delete the pods with runtimeClassName gvisor); uninstall retries by itself"
 fi
 
 # --- the config without gvisorgen's block ----------------------------------------------------------------------------
 changed=
 if [ -f "$CFG" ]; then
-	cp "$CFG" "$T/current"
-	mode=$(stat -c %a "$CFG")
-	# shellcheck disable=SC2046 # two numbers
-	set -- $(gvz_block_count "$T/current")
-	case "$1 $2" in
-	"0 0") gvz_log "no gvisorgen block in $CONTAINERD_CONFIG" ;;
-	"1 1")
-		gvz_strip_block "$T/current" >"$T/candidate"
-		cp "$T/candidate" "$CHECK"
-		gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
-			gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/cand.err")); not touching it"
-		p=$(gvz_dump_prefix "$T/cand.dump")
-		d=$(gvz_dump_key "$T/cand.dump" "$p" default_runtime_name)
-		d=${d:-runc}
-		gvz_dump_has_runtime "$T/cand.dump" "$p" "$d" ||
-			gvz_die "without gvisorgen's block the default runtime '$d' would be missing; not touching $CONTAINERD_CONFIG"
-		if gvz_dump_has_runtime "$T/cand.dump" "$p" runsc; then
-			gvz_log "a runsc runtime outside gvisorgen's block stays in $CONTAINERD_CONFIG"
-		fi
-		rm -f "$CHECK"
-		if [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
-			gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
-		fi
-		gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
-		gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
-		changed=1
-		;;
-	*) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
-	esac
+    cp "$CFG" "$T/current"
+    mode=$(stat -c %a "$CFG")
+    # shellcheck disable=SC2046 # two numbers
+    set -- $(gvz_block_count "$T/current")
+    case "$1 $2" in
+    "0 0") gvz_log "no gvisorgen block in $CONTAINERD_CONFIG" ;;
+    "1 1")
+        gvz_strip_block "$T/current" >"$T/candidate"
+        cp "$T/candidate" "$CHECK"
+        gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
+            gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/cand.err")); not touching it"
+        p=$(gvz_dump_prefix "$T/cand.dump")
+        d=$(gvz_dump_key "$T/cand.dump" "$p" default_runtime_name)
+        d=${d:-runc}
+        gvz_dump_has_runtime "$T/cand.dump" "$p" "$d" ||
+            gvz_die "without gvisorgen's block the default runtime '$d' would be missing; not touching $CONTAINERD_CONFIG"
+        if gvz_dump_has_runtime "$T/cand.dump" "$p" runsc; then
+            gvz_log "a runsc runtime outside gvisorgen's block stays in $CONTAINERD_CONFIG"
+        fi
+        rm -f "$CHECK"
+        if [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
+            gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
+        fi
+        gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+        gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
+        changed=1
+        ;;
+    *) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
+    esac
 fi
 
 # --- runsc.toml, binaries, stamp ---------------------------------------------------------------------------------------
 if [ -f "$RCFG" ]; then
-	if head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then
-		rm -f "$RCFG"
-		gvz_log "removed $RUNSC_CONFIG"
-	else
-		gvz_log "$RUNSC_CONFIG was not written by gvisorgen; left in place"
-	fi
+    if head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then
+        rm -f "$RCFG"
+        gvz_log "removed $RUNSC_CONFIG"
+    else
+        gvz_log "$RUNSC_CONFIG was not written by gvisorgen; left in place"
+    fi
 fi
 if [ -f "$STAMP" ]; then
-	awk '$1 == "file" { print $3 }' "$STAMP" | while IFS= read -r f; do
-		case $f in /* | *..*) continue ;; esac
-		rm -f "$IDIR/$f"
-	done
-	rmdir "$IDIR/gvisor-bin" 2>/dev/null || true
-	rm -f "$STAMP"
-	gvz_log "removed runsc, containerd-shim-runsc-v1 and the stamp from $INSTALL_DIR"
+    awk '$1 == "file" { print $3 }' "$STAMP" | while IFS= read -r f; do
+        case $f in /* | *..*) continue ;; esac
+        rm -f "$IDIR/$f"
+    done
+    rmdir "$IDIR/gvisor-bin" 2>/dev/null || true
+    rm -f "$STAMP"
+    gvz_log "removed runsc, containerd-shim-runsc-v1 and the stamp from $INSTALL_DIR"
 else
-	gvz_log "no gvisorgen stamp in $INSTALL_DIR: no binaries of gvisorgen's to remove"
+    gvz_log "no gvisorgen stamp in $INSTALL_DIR: no binaries of gvisorgen's to remove"
 fi
 rm -f "$HOST_ROOT$GVZ_APPLIED"
 
 # --- restart last ----------------------------------------------------------------------------------------------------
 if [ -n "$changed" ]; then
-	if ! gvz_restart_containerd "$addr"; then
-		gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
-		gvz_log "rolled back: restored $CONTAINERD_CONFIG with gvisorgen's block (the binaries are gone; runsc pods cannot start)"
-		gvz_restart_containerd "$addr" || gvz_die "containerd does not come back, even after the rollback; the node needs attention"
-		gvz_die "containerd did not come back without the runsc runtime; rolled back the config and containerd runs again"
-	fi
+    if ! gvz_restart_containerd "$addr"; then
+        gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
+        gvz_log "rolled back: restored $CONTAINERD_CONFIG with gvisorgen's block (the binaries are gone; runsc pods cannot start)"
+        gvz_restart_containerd "$addr" || gvz_die "containerd does not come back, even after the rollback; the node needs attention"
+        gvz_die "containerd did not come back without the runsc runtime; rolled back the config and containerd runs again"
+    fi
 fi
 gvz_log "done: gVisor is removed from this node"

@@ -141,3 +141,31 @@ func TestKustomizeParity(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptsRenderAsText: the installer scripts reach the ConfigMap as YAML
+// block text, so that a script change shows in a PR as changed lines. A tab or
+// a trailing space would make YAML emitters fall back to one quoted string.
+func TestScriptsRenderAsText(t *testing.T) {
+	scripts, err := filepath.Glob(filepath.Join(repoRoot, "cue/installer/*.sh"))
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	cm, err := os.ReadFile(filepath.Join(repoRoot, "generated/kind/configmap-runsc-installer-scripts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range scripts {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "\t") || strings.HasSuffix(line, " ") {
+				t.Errorf("%s:%d: a tab or a trailing space: indent with spaces", filepath.Base(s), i+1)
+			}
+		}
+		if !strings.Contains(string(cm), "\n  "+filepath.Base(s)+": |\n") {
+			t.Errorf("%s is not rendered as block text in the ConfigMap", filepath.Base(s))
+		}
+	}
+}
