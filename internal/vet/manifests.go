@@ -19,8 +19,11 @@ import (
 
 // Manifests validates rendered objects — a file, every YAML or JSON file of a
 // folder, or stdin ("-") — with the module's typed object schema (#Objects)
-// and then strictly against the Kubernetes Go types. Kustomization files are
-// skipped. The error is non-nil only when the input cannot be read.
+// and then strictly against the Kubernetes Go types (for the kinds that have
+// Go types here), then with the cross-field rules and gvisorgen's policies
+// (Check). kustomize's own files (kustomize.config.k8s.io Kustomization and
+// Component) are skipped; Flux's Kustomization is validated. The error is
+// non-nil only when the input cannot be read.
 func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error) {
 	var r Report
 	files, err := manifestFiles(path)
@@ -65,7 +68,7 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 			kind, _ := v.LookupPath(cue.ParsePath("kind")).String()
 			objName, _ := v.LookupPath(cue.ParsePath("metadata.name")).String()
 			where := fmt.Sprintf("%s: document %d (%s %s)", name, i+1, kind, objName)
-			if kind == "Kustomization" || kind == "Component" {
+			if isKustomizeFile(apiVersion, kind, f) {
 				continue
 			}
 			r.Objects++
@@ -84,12 +87,72 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 				r.Errors = append(r.Errors, where+": "+err.Error())
 				continue
 			}
-			if err := Object(apiVersion, kind, b); err != nil {
-				r.Errors = append(r.Errors, where+": "+err.Error())
+			if _, ok := types[apiVersion+"/"+kind]; ok {
+				if err := Object(apiVersion, kind, b); err != nil {
+					r.Errors = append(r.Errors, where+": "+err.Error())
+					continue
+				}
+			}
+			if probs := Check(apiVersion, kind, b); len(probs) > 0 {
+				r.Errors = append(r.Errors, where+":\n"+formatProblems(probs, v))
 			}
 		}
 	}
 	return r, nil
+}
+
+// isKustomizeFile says whether a document is kustomize's own
+// kustomization (or component) file rather than an object: apiVersion
+// kustomize.config.k8s.io/..., or no apiVersion and kind at all in a file named
+// kustomization.yaml.
+func isKustomizeFile(apiVersion, kind, file string) bool {
+	switch {
+	case kind == "Kustomization" || kind == "Component":
+		return apiVersion == "" || strings.HasPrefix(apiVersion, "kustomize.config.k8s.io/")
+	case apiVersion == "" && kind == "":
+		switch filepath.Base(file) {
+		case "kustomization.yaml", "kustomization.yml", "Kustomization":
+			return true
+		}
+	}
+	return false
+}
+
+// formatProblems prints problems like CUE errors: the field path, the message
+// and the position of the field (or of its closest existing parent) in the
+// manifest.
+func formatProblems(probs []Problem, doc cue.Value) string {
+	var b strings.Builder
+	for i, pr := range probs {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(pr.String())
+		for n := len(pr.Path); n >= 0; n-- {
+			fv := doc.LookupPath(cuePath(pr.Path[:n]))
+			if !fv.Exists() {
+				continue
+			}
+			if pos := fv.Pos(); pos.IsValid() {
+				b.WriteString("\n    " + relPos(pos.String()))
+			}
+			break
+		}
+	}
+	return b.String()
+}
+
+// relPos makes a position's file relative to the working directory when it
+// is below it.
+func relPos(pos string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return pos
+	}
+	if rel, ok := strings.CutPrefix(pos, wd+string(filepath.Separator)); ok {
+		return rel
+	}
+	return pos
 }
 
 func knownTypes(schema cue.Value) []string {

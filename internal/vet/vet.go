@@ -62,6 +62,13 @@ func Targets(ts []eval.Target) Report {
 				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s %s: %v", t.Name, o.Kind, o.Name, err))
 			}
 		}
+		// The cross-field rules and the policies, on every object the target
+		// writes (overlays/, smoke/ and delivery/).
+		for _, o := range append(append(append([]eval.Object{}, t.Objects...), t.Smoke...), t.Delivery...) {
+			for _, pr := range Check(o.APIVersion, o.Kind, o.JSON) {
+				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s %s: %s", t.Name, o.Kind, o.Name, pr))
+			}
+		}
 		r.Warnings = append(r.Warnings, warnings(t)...)
 	}
 	return r

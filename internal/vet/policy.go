@@ -1,0 +1,76 @@
+package vet
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// gvisorgen's policies: what vet refuses on purpose although Kubernetes
+// allows it. Each message says why. (Two more policies live in the CUE
+// schema: a negative terminationGracePeriodSeconds, which the server only
+// warns about, and a relative hostPath, which the kubelet would resolve
+// against its own working directory.)
+
+// Handler is the only RuntimeClass handler the installer configures.
+const Handler = "runsc"
+
+// ManagedStorageClasses are the classes kind, GKE and EKS create and manage
+// themselves.
+var ManagedStorageClasses = map[string]string{
+	"standard":     "kind (and GKE)",
+	"standard-rwo": "GKE",
+	"gp2":          "EKS",
+}
+
+func (c *checker) runtimeClassPolicy(o *nodev1.RuntimeClass) {
+	if o.Handler != Handler {
+		c.policy(p("handler"), "handler %q: the installer registers containerd's runtime %q only; with any other handler every pod of this RuntimeClass fails to start (use handler: %s)",
+			o.Handler, Handler, Handler)
+	}
+}
+
+func (c *checker) storageClassPolicy(o *storagev1.StorageClass) {
+	if who, ok := ManagedStorageClasses[o.Name]; ok {
+		c.policy(p("metadata", "name"), "StorageClass %q is created and managed by %s: its parameters are immutable, so applying over it fails or fights the cloud; name the class differently (gvisor-workspace) or reference the existing one with storageClass: {create: false, name: %s}",
+			o.Name, who, o.Name)
+	}
+}
+
+// images checks every container's image: it must be pinned by a tag other
+// than latest, or by a digest.
+func (c *checker) images(base []any, s *corev1.PodSpec) {
+	for _, l := range []struct {
+		field string
+		cs    []corev1.Container
+	}{{"initContainers", s.InitContainers}, {"containers", s.Containers}} {
+		for i, ctr := range l.cs {
+			if msg := imagePolicy(ctr.Image); msg != "" {
+				c.policy(at(base, l.field, i, "image"), "%s", msg)
+			}
+		}
+	}
+}
+
+// imagePolicy says what is wrong with an image reference, or "".
+func imagePolicy(image string) string {
+	if image == "" || strings.Contains(image, "@") {
+		return "" // empty is a schema error; a digest pins the image
+	}
+	name := image
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	_, tag, hasTag := strings.Cut(name, ":")
+	switch {
+	case !hasTag:
+		return "image " + quote(image) + " has no tag, which means :latest, a mutable tag: nodes could run different installers and Argo CD / Flux would not see a change; pin a release tag or a digest (@sha256:...)"
+	case tag == "latest":
+		return "image " + quote(image) + " uses the mutable tag latest: nodes could run different installers and Argo CD / Flux would not see a change; pin a release tag or a digest (@sha256:...)"
+	}
+	return ""
+}
+
+func quote(s string) string { return `"` + s + `"` }
