@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 	cueyaml "cuelang.org/go/encoding/yaml"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
@@ -79,7 +82,7 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 			}
 			u := def.Unify(v)
 			if err := u.Validate(cue.Concrete(true)); err != nil {
-				r.Errors = append(r.Errors, where+":\n"+ev.FormatError(err))
+				r.Errors = append(r.Errors, where+":\n"+ev.FormatError(withDocPositions(err, v, abs)))
 				continue
 			}
 			b, err := v.MarshalJSON()
@@ -140,6 +143,71 @@ func formatProblems(probs []Problem, doc cue.Value) string {
 		}
 	}
 	return b.String()
+}
+
+// withDocPositions adds, to every error that points only into the schema (an
+// error() of a pattern constraint, say), the position of the field in the
+// manifest.
+func withDocPositions(err error, doc cue.Value, file string) error {
+	list := cueerrors.Errors(err)
+	// Paths some error already places in the manifest (a disjunction's
+	// errors share one).
+	placed := map[string]bool{}
+	for _, e := range list {
+		for _, p := range cueerrors.Positions(e) {
+			if p.Filename() == file {
+				placed[strings.Join(e.Path(), ".")] = true
+			}
+		}
+	}
+	var out cueerrors.Error
+	for _, e := range list {
+		if !placed[strings.Join(e.Path(), ".")] {
+			if pos := docPos(doc, e.Path()); pos.IsValid() {
+				e = &posError{err: e, pos: pos}
+			}
+		}
+		out = cueerrors.Append(out, e)
+	}
+	return out
+}
+
+// docPos is the position of the field at an error's path (without its
+// #Objects."apiVersion/kind" prefix), or of its closest existing parent.
+func docPos(doc cue.Value, path []string) token.Pos {
+	if len(path) >= 2 && path[0] == "#Objects" {
+		path = path[2:]
+	}
+	var steps []any
+	for _, s := range path {
+		if n, err := strconv.Atoi(s); err == nil {
+			steps = append(steps, n)
+		} else if u, err := strconv.Unquote(s); err == nil {
+			steps = append(steps, u)
+		} else {
+			steps = append(steps, s)
+		}
+	}
+	for n := len(steps); n > 0; n-- {
+		if fv := doc.LookupPath(cuePath(steps[:n])); fv.Exists() {
+			return fv.Pos()
+		}
+	}
+	return token.NoPos
+}
+
+// posError is a CUE error with one more position: the manifest's.
+type posError struct {
+	err cueerrors.Error
+	pos token.Pos
+}
+
+func (e *posError) Position() token.Pos  { return e.err.Position() }
+func (e *posError) Path() []string       { return e.err.Path() }
+func (e *posError) Error() string        { return e.err.Error() }
+func (e *posError) Msg() (string, []any) { return e.err.Msg() }
+func (e *posError) InputPositions() []token.Pos {
+	return append([]token.Pos{e.pos}, e.err.InputPositions()...)
 }
 
 // relPos makes a position's file relative to the working directory when it

@@ -3,6 +3,7 @@ package vet
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,7 +30,25 @@ type Problem struct {
 
 // PathString prints the path the way CUE errors print theirs
 // (spec.template.spec.containers.0.name, metadata.labels."a/b").
-func (p Problem) PathString() string { return cuePath(p.Path).String() }
+func (p Problem) PathString() string { return pathString(p.Path) }
+
+var identifier = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+
+func pathString(path []any) string {
+	var parts []string
+	for _, s := range path {
+		switch s := s.(type) {
+		case string:
+			if !identifier.MatchString(s) {
+				s = strconv.Quote(s)
+			}
+			parts = append(parts, s)
+		case int:
+			parts = append(parts, strconv.Itoa(s))
+		}
+	}
+	return strings.Join(parts, ".")
+}
 
 func (p Problem) String() string {
 	s := p.PathString() + ": " + p.Msg
@@ -127,7 +146,7 @@ func (c *checker) annotations(path []any, a map[string]string) {
 		}
 	}
 	if total > maxAnnotationsBytes {
-		c.add(path, "the annotations take %d bytes in all (keys and values): the API server allows at most %d (262144); the largest is %q (%d bytes)",
+		c.add(path, "the annotations take %d bytes in all (keys and values): the API server allows at most %d (256 KiB); the largest is %q (%d bytes)",
 			total, maxAnnotationsBytes, largestKey, largest)
 	}
 }
@@ -207,7 +226,7 @@ func intOrPercent(s string) int {
 var probeHandlers = "exec, httpGet, tcpSocket or grpc"
 
 func (c *checker) podSpec(base []any, s *corev1.PodSpec) {
-	c.images(base, s)
+	defer c.images(base, s) // the policy last
 	c.tolerations(at(base, "tolerations"), s.Tolerations)
 
 	volumes := map[string]int{}
