@@ -80,16 +80,13 @@ func Target(root string, t eval.Target) ([]tree.File, error) {
 // is the repository root, read for the target's hand-written patches.
 func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 	overlay := path.Join(OverlaysDir, t.Name)
-	var files []tree.File
+	files, err := Plain(overlay, t.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", t.Name, err)
+	}
 	var resources []string
-	for _, o := range t.Objects {
-		y, err := yaml.JSONToYAML(o.JSON)
-		if err != nil {
-			return nil, fmt.Errorf("target %s: %s %s: %w", t.Name, o.Kind, o.Name, err)
-		}
-		name := FileName(o.Kind, o.Name, "")
-		resources = append(resources, name)
-		files = append(files, tree.File{Path: path.Join(overlay, name), Data: tree.WithHeader(y)})
+	for _, f := range files {
+		resources = append(resources, path.Base(f.Path))
 	}
 	patches, err := userPatches(filepath.Join(root, filepath.FromSlash(overlay)))
 	if err != nil {
