@@ -1,0 +1,45 @@
+#!/bin/sh
+# ci/cluster/setup.sh: everything the cluster end-to-end test (ci/cluster/e2e.sh) needs; idempotent, prints timings.
+#  - ci/node/setup.sh + ci/node/e2e-setup.sh: busybox-static, containerd 1.6 + runc (Debian), containerd 2.4.2 (cache),
+#    Debian's runsc 20221219, the matching 2022 containerd-shim-runsc-v1, crictl, CNI plugins, iproute2, usernsrun;
+#  - ci/k8s/build.sh: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd v1.37.2 (cache);
+#  - containerd v2.4.2's containerd-shim-runc-v2 (Debian's 1.6 runc shim fails under containerd 2.x:
+#    "io.containerd.runc.v2: type with url ...: not found") into
+#    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-shim-runc-v2-v2.4.2/ (built into a temp dir, then renamed);
+#  - openssl (the API server's service-account key pair and the test's tokens).
+# Run as root. Cold: ~20 minutes (the Kubernetes build); warm: a few seconds.
+set -eu
+cd "$(dirname "$0")/../.."
+now() { date +%s; }
+t_all=$(now)
+sh ci/node/e2e-setup.sh
+t=$(now)
+sh ci/k8s/build.sh
+echo "cluster-setup: k8s binaries ready in $(($(now) - t))s"
+
+t=$(now)
+if ! command -v openssl >/dev/null 2>&1; then
+	echo "cluster-setup: apt-get install openssl"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends openssl >/dev/null
+fi
+echo "cluster-setup: openssl ready in $(($(now) - t))s"
+
+V=v2.4.2
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
+dir=$cache/containerd-shim-runc-v2-$V
+t=$(now)
+if [ -x "$dir/containerd-shim-runc-v2" ]; then
+	echo "cluster-setup: containerd-shim-runc-v2 $V cached at $dir"
+else
+	mkdir -p "$cache"
+	tmp=$(mktemp -d "$cache/.containerd-shim-runc-v2-$V.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT INT TERM
+	GOBIN=$tmp GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install -ldflags '-s -w' "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$V"
+	rm -rf "$dir"
+	mv "$tmp" "$dir"
+	trap - EXIT INT TERM
+	echo "cluster-setup: built containerd-shim-runc-v2 $V in $(($(now) - t))s"
+fi
+echo "cluster-setup: done in $(($(now) - t_all))s"
