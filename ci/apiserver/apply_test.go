@@ -299,7 +299,11 @@ func installCRDs(t *testing.T, c *cluster, root string) {
 		}
 	}
 	t.Logf("discovery shows all %d CRD versions", len(want))
+	crdsInstalled = true
 }
+
+// crdsInstalled: installCRDs succeeded on the suite's cluster.
+var crdsInstalled bool
 
 func hasResource(rs []struct{ Name string }, plural string) bool {
 	for _, r := range rs {

@@ -45,6 +45,16 @@ const (
 	cm = "configmap-runsc-installer-scripts.yaml"
 )
 
+// Files of smoke/<mutationTarget>/, delivery/<mutationTarget>/ and delivery/.
+const (
+	spod   = "pod-gvisor-smoke.yaml"
+	pvc    = "persistentvolumeclaim-gvisor-smoke.yaml"
+	app    = "application-gvisor-kind.yaml"
+	gitrep = "gitrepository-gvisor-kind.yaml"
+	fluxks = "kustomization-gvisor-kind.yaml"
+	appset = "applicationset-gvisor.yaml"
+)
+
 // op sets (or deletes) the value at a path of map keys (string) and list
 // indexes (int).
 type op struct {
@@ -234,6 +244,41 @@ func mutations() []mutation {
 		{name: "serviceaccount: automount as string", file: sa, ops: []op{set(p("automountServiceAccountToken"), "false")}},
 		{name: "configmap: bad data key", file: cm, ops: []op{set(p("data", "bad key.sh"), "echo")}},
 		{name: "configmap: number value", file: cm, ops: []op{set(p("data", "answer"), 42)}},
+
+		// Smoke test (smoke/): the Pod and its PVC.
+		{name: "smoke pod: restartPolicy typo", file: spod, ops: []op{set(p("spec", "restartPolicy"), "Sometimes")}},
+		{name: "smoke pod: runtimeClassName uppercase", file: spod, ops: []op{set(p("spec", "runtimeClassName"), "gVisor")}},
+		{name: "smoke pod: image latest", file: spod, ops: []op{set(p("spec", "containers", 0, "image"), "busybox:latest")},
+			policy: "a mutable tag: the smoke test would not test the same image twice"},
+		{name: "smoke pod: claimName uppercase", file: spod, ops: []op{set(p("spec", "volumes", 0, "persistentVolumeClaim", "claimName"), "Gvisor-smoke")}},
+		{name: "smoke pod: mount of an unknown volume", file: spod, ops: []op{set(p("spec", "containers", 0, "volumeMounts", 0, "name"), "work")}},
+		{name: "smoke pod: memory limit below request", file: spod, ops: []op{set(p("spec", "containers", 0, "resources", "limits"), map[string]any{"memory": "8Mi"})}},
+		{name: "ok: smoke pod restartPolicy OnFailure", file: spod, ops: []op{set(p("spec", "restartPolicy"), "OnFailure")}},
+		{name: "pvc: accessMode typo", file: pvc, ops: []op{set(p("spec", "accessModes"), []any{"ReadWriteOnly"})}},
+		{name: "pvc: no accessModes", file: pvc, ops: []op{del(p("spec", "accessModes"))}},
+		{name: "pvc: storage in GB", file: pvc, ops: []op{set(p("spec", "resources", "requests", "storage"), "1GB")}},
+		{name: "pvc: no storage request", file: pvc, ops: []op{del(p("spec", "resources", "requests", "storage"))}},
+		{name: "pvc: storageClassName uppercase", file: pvc, ops: []op{set(p("spec", "storageClassName"), "Gvisor-workspace")}},
+		{name: "pvc: volumeMode typo", file: pvc, ops: []op{set(p("spec", "volumeMode"), "File")}},
+		{name: "ok: pvc storage as a bare number", file: pvc, ops: []op{set(p("spec", "resources", "requests", "storage"), 1073741824)}},
+
+		// Delivery (delivery/): Argo CD Application and ApplicationSet, Flux
+		// GitRepository and Kustomization (the CRDs' OpenAPI schemas decide).
+		{name: "application: name uppercase", file: app, ops: []op{set(p("metadata", "name"), "Gvisor-kind")}},
+		{name: "application: destination missing", file: app, ops: []op{del(p("spec", "destination"))}},
+		{name: "application: retry limit as a string", file: app, ops: []op{set(p("spec", "syncPolicy", "retry", "limit"), "5")}},
+		{name: "application: unknown field", file: app, ops: []op{set(p("spec", "sourc"), map[string]any{"path": "x"})}},
+		{name: "application: automated prune as a string", file: app, ops: []op{set(p("spec", "syncPolicy", "automated", "prune"), "true")}},
+		{name: "ok: application without automated sync", file: app, ops: []op{del(p("spec", "syncPolicy", "automated"))}},
+		{name: "applicationset: goTemplate as a string", file: appset, ops: []op{set(p("spec", "goTemplate"), "true")}},
+		{name: "gitrepository: interval in words", file: gitrep, ops: []op{set(p("spec", "interval"), "10 minutes")}},
+		{name: "gitrepository: url missing", file: gitrep, ops: []op{del(p("spec", "url"))}},
+		{name: "gitrepository: url not a URL", file: gitrep, ops: []op{set(p("spec", "url"), "github.com/gvisorgen/gvisorgen")}},
+		{name: "ok: gitrepository ref by tag", file: gitrep, ops: []op{set(p("spec", "ref"), map[string]any{"tag": "v1.0.0"})}},
+		{name: "flux kustomization: prune as a string", file: fluxks, ops: []op{set(p("spec", "prune"), "yes")}},
+		{name: "flux kustomization: sourceRef kind typo", file: fluxks, ops: []op{set(p("spec", "sourceRef", "kind"), "GitRepo")}},
+		{name: "flux kustomization: interval missing", file: fluxks, ops: []op{del(p("spec", "interval"))}},
+		{name: "ok: flux kustomization without wait", file: fluxks, ops: []op{del(p("spec", "wait"))}},
 	}
 }
 
@@ -405,6 +450,30 @@ func testMutations(t *testing.T, c *cluster, root string) {
 	// Baseline: every unmutated file is accepted by both, and vet accepts
 	// every target folder as a whole.
 	ensureNamespaces(t, c, manifestFiles(t, srcDir))
+	srcFiles := manifestFiles(t, srcDir)
+	// smoke/ and delivery/ of the same target. The delivery objects need
+	// their CRDs; the smoke pod needs its RuntimeClass and the namespace's
+	// default ServiceAccount for real (admission looks both up; no
+	// controller-manager creates the account), which the second phase below
+	// creates once every RuntimeClass mutation has run (a real RuntimeClass
+	// would make its handler immutable).
+	smokeFiles := manifestFiles(t, filepath.Join(root, "smoke", mutationTarget))
+	ensureNamespaces(t, c, smokeFiles)
+	var smokePod string
+	for _, f := range smokeFiles {
+		if filepath.Base(f) == spod {
+			smokePod = f
+		} else {
+			srcFiles = append(srcFiles, f)
+		}
+	}
+	if files := deliveryFiles(t, root); len(files) > 0 {
+		if !crdsInstalled {
+			installCRDs(t, c, root)
+		}
+		ensureNamespaces(t, c, files)
+		srcFiles = append(srcFiles, files...)
+	}
 	if vt.bin != "" {
 		for _, target := range targets(t, root) {
 			dir := filepath.Join(root, "generated", target)
@@ -414,45 +483,75 @@ func testMutations(t *testing.T, c *cluster, root string) {
 		}
 	}
 	originals := map[string][]byte{}
-	for _, f := range manifestFiles(t, srcDir) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		originals[filepath.Base(f)] = b
-		if s := serverVerdict(ctx, c, f); !s.ok {
-			t.Errorf("baseline %s rejected by kube-apiserver:\n%s", filepath.Base(f), s.msg)
-		}
-		if vt.bin != "" {
-			if v := vt.vet(ctx, f); !v.ok {
-				t.Errorf("baseline %s rejected by gvisorgen vet --manifests (%s):\n%s", filepath.Base(f), v, v.msg)
+	baseline := func(files ...string) {
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			originals[filepath.Base(f)] = b
+			if s := serverVerdict(ctx, c, f); !s.ok {
+				t.Errorf("baseline %s rejected by kube-apiserver:\n%s", filepath.Base(f), s.msg)
+			}
+			if vt.bin != "" {
+				if v := vt.vet(ctx, f); !v.ok {
+					t.Errorf("baseline %s rejected by gvisorgen vet --manifests (%s):\n%s", filepath.Base(f), v, v.msg)
+				}
 			}
 		}
 	}
+	baseline(srcFiles...)
 
 	ms := mutations()
 	if len(ms) < 40 {
 		t.Fatalf("only %d mutations: at least 40 are required", len(ms))
 	}
 	results := make([]result, len(ms))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < 2; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				results[i] = runMutation(ctx, t, c, vt, work, originals, i, ms[i])
+	run := func(smoke bool) {
+		jobs := make(chan int)
+		var wg sync.WaitGroup
+		for w := 0; w < 2; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					results[i] = runMutation(ctx, t, c, vt, work, originals, i, ms[i])
+				}
+			}()
+		}
+		for i := range ms {
+			if (ms[i].file == spod) == smoke {
+				jobs <- i
 			}
-		}()
+		}
+		close(jobs)
+		wg.Wait()
 	}
-	for i := range ms {
-		jobs <- i
+	run(false)
+	if smokePod != "" {
+		if out, err := c.apply(ctx, filepath.Join(srcDir, rc)); err != nil {
+			t.Fatalf("create RuntimeClass for the smoke pod: %v\n%s", err, out)
+		}
+		if out, err := c.kubectl(ctx, "-n", "gvisor-smoke", "create", "serviceaccount", "default"); err != nil && !strings.Contains(out, "AlreadyExists") {
+			t.Fatalf("create the smoke namespace's default ServiceAccount: %v\n%s", err, out)
+		}
+		baseline(smokePod)
+		run(true)
 	}
-	close(jobs)
-	wg.Wait()
 
 	report(t, results, vt.bin != "")
+}
+
+// deliveryFiles are the delivery objects of mutationTarget and the fleet's.
+func deliveryFiles(t *testing.T, root string) []string {
+	var out []string
+	for _, f := range []string{filepath.Join("delivery", appset), filepath.Join("delivery", mutationTarget, app),
+		filepath.Join("delivery", mutationTarget, gitrep), filepath.Join("delivery", mutationTarget, fluxks)} {
+		if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+			out = append(out, filepath.Join(root, f))
+		}
+	}
+	return out
 }
 
 func runMutation(ctx context.Context, t *testing.T, c *cluster, vt *vetter, work string, originals map[string][]byte, i int, m mutation) result {

@@ -372,9 +372,9 @@ func (c *checker) resources(base []any, r *corev1.ResourceRequirements) {
 		case !overcommitAllowed(n) && !hasLim:
 			c.add(at(base, "requests", n), "%s needs a limit equal to its request (%s cannot be overcommitted): set resources.limits.%s", n, n, n)
 		case !overcommitAllowed(n) && req.Cmp(lim) != 0:
-			c.add(at(base, "requests", n), "%s must equal its limit (%s) for %s", req.String(), lim.String(), n)
+			c.add(at(base, "requests", n), "%s must equal its limit (limits.%s: %s): %s cannot be overcommitted", req.String(), n, lim.String(), n)
 		case hasLim && req.Cmp(lim) > 0:
-			c.add(at(base, "requests", n), "%s is above the %s limit of %s: a request must be less than or equal to its limit", req.String(), n, lim.String())
+			c.add(at(base, "requests", n), "%s is above its limit (limits.%s: %s): a request must be less than or equal to its limit", req.String(), n, lim.String())
 		}
 	}
 	huge := false
