@@ -83,19 +83,19 @@ host_manifest() {
 
 # --- cleanup: stop the cluster, remove its cgroups; keep logs of a failure ---------------------------------------
 stop_cluster() { # V
-	local v=$1 cw=$W/c$1 p i d
+	local v=$1 cw=$W/c$1 p d
 	if [ -f "$cw/run/usernsrun.pid" ]; then
 		p=$(cat "$cw/run/usernsrun.pid")
 		# killing the namespace's PID 1 takes every process in it down
 		[ ! -f "$cw/run/ns.pid" ] || kill -9 "$(cat "$cw/run/ns.pid")" 2>/dev/null || true
-		for i in $(seq 100); do
+		for _ in $(seq 100); do
 			kill -0 "$p" 2>/dev/null || break
 			sleep 0.1
 		done
 		kill -9 "$p" 2>/dev/null || true
 		rm -f "$cw/run/usernsrun.pid"
 	fi
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		for d in /sys/fs/cgroup/*/gvisorgen-e2e-"$v"; do
 			[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
 		done
@@ -251,7 +251,7 @@ log "phase prepare (gvisorgen, images, mirror, target): $(secs "$(ms "$t")")"
 
 # --- one cluster -------------------------------------------------------------------------------------------------------
 start_cluster() { # V
-	local v=$1 cw=$W/c$1 H i d
+	local v=$1 cw=$W/c$1 H d
 	H=$cw/host
 	mkdir -p "$cw/run/logs" "$cw/conf" "$H/etc-containerd" "$H/usr-local-bin" "$H/usr-local-sbin" "$cw/cni" "$cw/pv/smoke" "$cw/plugins"
 	cp "$P"/* "$cw/conf/"
@@ -331,7 +331,7 @@ EOF
 	GVZ_W=$cw GVZ_K8S=$K8S GVZ_CTRD=$ctrd GVZ_CTRD_PATH=$ctrd_path GVZ_SERVE=$W/serve GVZ_NODE_IP=$NODE_IP \
 		setsid "$USERNSRUN" bash "$REPO/ci/cluster/node.sh" >"$cw/run/logs/node.log" 2>&1 </dev/null &
 	echo $! >"$cw/run/usernsrun.pid"
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		pgrep -P "$(cat "$cw/run/usernsrun.pid")" >"$cw/run/ns.pid" && break
 		sleep 0.1
 	done
@@ -402,7 +402,7 @@ installer_pod() { # newest installer pod
 show_logs() { # POD CONTAINER...
 	local p=$1 c
 	shift
-	for c in "$@"; do kc -n gvisor-system logs "$p" -c "$c" 2>&1 | sed "s/^/    [$c] /"; done
+	for c in "$@"; do kc -n gvisor-system logs "$p" -c "$c" 2>&1 | sed "s/^/    /"; done
 }
 rollout() {
 	kc -n gvisor-system rollout status ds/runsc-installer --timeout=150s >/dev/null 2>&1 || fail "the installer DaemonSet did not roll out"
@@ -540,7 +540,7 @@ s5_uninstall() {
 	rollout
 	logf=$CW/uninstall.log
 	kc -n gvisor-system logs "$(installer_pod)" -c uninstall-runsc >"$logf" 2>&1 || fail "no uninstall-runsc log: $(cat "$logf")"
-	sed 's/^/    [uninstall-runsc] /' "$logf"
+	sed 's/^/    /' "$logf"
 	say "containerd restarts by the uninstall: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 1 ] || fail "expected exactly one containerd restart for the uninstall"
 	# restarted last: the restart comes after the removal of the binaries and nothing but the wait for CRI follows it
@@ -597,7 +597,7 @@ s6_broken() {
 	[ "$ready" != True ] || fail "the installer pod became Ready"
 	msg=$(kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | grep 'ERROR' | tail -1)
 	say "installer pod $p: Ready=$ready, install-runsc exit $code, restarts $(kc -n gvisor-system get pod "$p" -o jsonpath='{.status.initContainerStatuses[0].restartCount}'), rollout status times out"
-	kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | sed 's/^/    [install-runsc] /'
+	kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | sed 's/^/    /'
 	case $msg in *"sha512 mismatch"*"$V_BAD"*runsc*) ;; *) fail "install-runsc's log does not name the sha512 mismatch: $msg" ;; esac
 	say "containerd restarts since the broken release was applied: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 0 ] || fail "containerd was restarted"

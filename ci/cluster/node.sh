@@ -108,7 +108,7 @@ export PATH=$B:$HOSTPATH
 	--allow-privileged=true --kubelet-preferred-address-types=InternalIP >"$L/apiserver.log" 2>&1 &
 waitfor "apiserver readyz" 120 sh -c "curl -sfk -H 'Authorization: Bearer $(cut -d, -f1 "$C/admin.token")' https://127.0.0.1:6443/readyz | grep -qx ok"
 "$B/kube-controller-manager" --kubeconfig="$C/admin.kubeconfig" --leader-elect=false \
-	--service-account-private-key-file="$C/sa.key" --root-ca-file="$W/certs/apiserver.crt" \
+	--service-account-private-key-file="$C/sa.key" --root-ca-file="$W/certs/apiserver.crt" --flex-volume-plugin-dir="$W/plugins" \
 	--bind-address=127.0.0.1 --secure-port=10257 >"$L/kcm.log" 2>&1 &
 "$B/kube-scheduler" --kubeconfig="$C/admin.kubeconfig" --leader-elect=false \
 	--bind-address=127.0.0.1 --secure-port=10259 >"$L/scheduler.log" 2>&1 &
