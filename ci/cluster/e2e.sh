@@ -61,6 +61,7 @@ command -v openssl >/dev/null || { log "FAIL: openssl missing (run ci/cluster/se
 W=$(mktemp -d /tmp/gvz-cluster.XXXXXX)
 chmod 755 "$W"
 CUR_V="" # the cluster that is up, for cleanup
+SC_PID="" # the running scenario, for cleanup
 OK=0
 
 # --- the machine's own files: manifest before and after -------------------------------------------------------------
@@ -105,9 +106,15 @@ stop_cluster() { # V
 	log "WARN: cgroups left: $(echo /sys/fs/cgroup/*/gvisorgen-e2e-"$v")"
 	return 1
 }
+kill_tree() { # PID: the process and its descendants, by pid
+	local c
+	for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+	kill -TERM "$1" 2>/dev/null || true
+}
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	if [ -n "$SC_PID" ]; then kill_tree "$SC_PID"; fi
 	if [ -n "$CUR_V" ]; then stop_cluster "$CUR_V" || true; fi
 	if [ "$OK" = 1 ] && [ -z "${KEEP:-}" ]; then
 		rm -rf "$W"
@@ -352,6 +359,7 @@ EOF
 kc() { nsenter -t "$NSPID" -n -- "$K8S/kubectl" --kubeconfig "$CW/conf/admin.kubeconfig" "$@"; }
 nsx() { nsenter -t "$NSPID" -m -n -- "$@"; }
 say() { echo "[c$V] $*"; }
+lap() { say "  .. $* (+$(secs "$(ms "$SC_T0")"))"; } # a step inside a scenario, with the time since it began
 fail() {
 	say "FAIL: $*"
 	dump
@@ -438,9 +446,14 @@ stamp_version() { awk '$1 == "version" { print $2 }' "$CW/host/usr-local-bin/.gv
 
 scenario() { # N TITLE FUNCTION
 	local t0 rc
-	t0=$(date +%s%N)
+	t0=$(date +%s%N) SC_T0=$t0
 	say "== scenario $1: $2"
-	if ("$3"); then rc=PASS; else rc=FAIL; fi
+	# in the background + wait: a Ctrl-C then interrupts `wait` at once and runs the INT trap (a foreground child
+	# that catches SIGINT itself, like kubectl, would make bash ignore the SIGINT: "wait and cooperative exit")
+	("$3") &
+	SC_PID=$!
+	if wait "$SC_PID"; then rc=PASS; else rc=FAIL; fi
+	SC_PID=""
 	say "scenario $1 ($2): $rc in $(secs "$(ms "$t0")")"
 	echo "$V $1 $rc $(secs "$(ms "$t0")") $2" >>"$W/results"
 	[ $rc = PASS ]
@@ -460,7 +473,9 @@ s2_install() {
 	local r0
 	r0=$(restarts)
 	apply_dir "$T/generated/e2e" || fail "apply of generated/e2e"
+	lap applied
 	rollout
+	lap "rolled out"
 	show_logs "$(installer_pod)" install-runsc configure-containerd
 	say "containerd restarts by the install: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 1 ] || fail "expected exactly one containerd restart for the install"
@@ -482,6 +497,7 @@ spec:
 EOF
 	say "smoke PVC: no local-path provisioner in this cluster; a static hostPath PV (class gvisor-workspace) stands in for it"
 	smoke
+	lap "smoke pod done"
 	[ "$(kc -n gvisor-smoke get pvc gvisor-smoke -o jsonpath='{.status.phase}')" = Bound ] || fail "the smoke PVC is not Bound"
 	[ "$(cat "$CW/pv/smoke/smoke" 2>/dev/null)" = gvisor-smoke ] || fail "the smoke pod's file is not on the volume"
 	say "smoke PVC Bound, /workspace/smoke written through gVisor onto the volume"
