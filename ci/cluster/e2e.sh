@@ -525,7 +525,7 @@ s3_restart() {
 			fail "init container $c of $new did not run to exit 0"
 	done
 	show_logs "$new" install-runsc configure-containerd
-	echo "RESTARTS_S3 $V $(($(restarts) - r0))" >>"$W/results"
+	echo "$V 3 containerd restarts during the re-run: $(($(restarts) - r0))" >>"$W/results"
 	say "containerd restarts by the re-run: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 0 ] || fail "the idempotent re-run restarted containerd"
 	[ "$(ctr_state gvisor-sleeper)" = "$(cat "$CW/gvisor-sleeper.state")" ] || fail "gvisor-sleeper changed"
