@@ -111,20 +111,35 @@ func (e *Evaluator) setValue(s string) (cue.Value, error) {
 	if !ok {
 		return cue.Value{}, errors.Newf(token.NoPos, "%s: %s: field not allowed: not in the values schema (see docs/values.md)", name, k)
 	}
-	expr := raw
-	if !literalFits(e, raw, kind) {
-		if kind&cue.StringKind == 0 {
-			return cue.Value{}, errors.Newf(token.NoPos, "%s: %s: cannot use %q as %s", name, k, raw, kind)
+	build := func(expr string) cue.Value {
+		var b strings.Builder
+		for _, sel := range p.Selectors() {
+			b.WriteString(sel.String())
+			b.WriteString(": ")
 		}
-		expr = literal.String.Quote(raw)
+		b.WriteString(expr)
+		return e.ctx.CompileString(b.String(), cue.Filename("--set "+k))
 	}
-	var b strings.Builder
-	for _, sel := range p.Selectors() {
-		b.WriteString(sel.String())
-		b.WriteString(": ")
+	// The text as a literal when its kind fits and the schema takes it there
+	// (a field matched only by a pattern has no kind to go by); otherwise, for
+	// a field that takes strings, the text as a string: "100Mi" is a quantity
+	// string, not CUE's number 104857600.
+	takes := func(v cue.Value) bool { return v.Err() == nil && e.schema.Unify(v).LookupPath(p).Err() == nil }
+	if literalFits(e, raw, kind) {
+		v := build(raw)
+		if takes(v) || kind&cue.StringKind == 0 {
+			return v, nil
+		}
+		if sv := build(literal.String.Quote(raw)); takes(sv) {
+			return sv, nil
+		}
+		// Neither is valid: keep the literal, whose error says what is wrong.
+		return v, nil
 	}
-	b.WriteString(expr)
-	v := e.ctx.CompileString(b.String(), cue.Filename("--set "+k))
+	if kind&cue.StringKind == 0 {
+		return cue.Value{}, errors.Newf(token.NoPos, "%s: %s: cannot use %q as %s", name, k, raw, kind)
+	}
+	v := build(literal.String.Quote(raw))
 	if err := v.Err(); err != nil {
 		return cue.Value{}, err
 	}

@@ -7,10 +7,12 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/render"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/vet"
 )
 
 // Output is the wanted tree for the selected targets.
@@ -32,6 +34,11 @@ func Build(opts eval.Options) (*Output, error) {
 	res, err := ev.Evaluate()
 	if err != nil {
 		return nil, err
+	}
+	// The rules CUE does not express (cross-field checks, policies) hold
+	// before anything is written, not only under `vet`.
+	if rep := vet.Targets(res.Targets); len(rep.Errors) > 0 {
+		return nil, &eval.Error{Msg: "objects fail validation:\n" + strings.Join(rep.Errors, "\n")}
 	}
 	out := &Output{Result: res}
 	rd := render.NewRenderer()

@@ -80,24 +80,31 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 				r.Errors = append(r.Errors, fmt.Sprintf("%s: apiVersion %q kind %q: not a type gvisorgen knows (%s)", where, apiVersion, kind, strings.Join(knownTypes(schema), ", ")))
 				continue
 			}
+			// Every finding of the document is reported: the schema's, then the
+			// rules across fields, which read the document as it is.
+			var found []string
 			u := def.Unify(v)
+			schemaOK := true
 			if err := u.Validate(cue.Concrete(true)); err != nil {
-				r.Errors = append(r.Errors, where+":\n"+ev.FormatError(withDocPositions(err, v, abs)))
-				continue
+				found = append(found, ev.FormatError(withDocPositions(err, v, abs)))
+				schemaOK = false
 			}
 			b, err := v.MarshalJSON()
 			if err != nil {
 				r.Errors = append(r.Errors, where+": "+err.Error())
 				continue
 			}
-			if _, ok := types[apiVersion+"/"+kind]; ok {
+			if _, ok := types[apiVersion+"/"+kind]; ok && schemaOK {
+				// The Go types repeat the schema's findings in their own words.
 				if err := Object(apiVersion, kind, b); err != nil {
-					r.Errors = append(r.Errors, where+": "+err.Error())
-					continue
+					found = append(found, err.Error())
 				}
 			}
 			if probs := Check(apiVersion, kind, b); len(probs) > 0 {
-				r.Errors = append(r.Errors, where+":\n"+formatProblems(probs, v))
+				found = append(found, formatProblems(probs, v))
+			}
+			if len(found) > 0 {
+				r.Errors = append(r.Errors, where+":\n"+strings.Join(found, "\n"))
 			}
 		}
 	}
