@@ -144,6 +144,35 @@ func TestAPIServer(t *testing.T) {
 	t.Run("generated", func(t *testing.T) { testGenerated(t, c, root) })
 	t.Run("delivery", func(t *testing.T) { testDelivery(t, c, root) })
 	t.Run("mutations", func(t *testing.T) { testMutations(t, c, root) })
+	t.Run("smoke", func(t *testing.T) { testSmoke(t, c, root) })
+}
+
+// testSmoke dry-runs every target's smoke test (smoke/<target>/: the pod and
+// its PVC), what the CI smoke legs apply. Admission looks up the pod's
+// RuntimeClass and the namespace's default ServiceAccount, so both are
+// created for real first (no controller-manager runs here).
+func testSmoke(t *testing.T, c *cluster, root string) {
+	ctx := context.Background()
+	n := 0
+	for _, target := range targets(t, root) {
+		files := manifestFiles(t, filepath.Join(root, "smoke", target))
+		if len(files) == 0 {
+			t.Errorf("smoke/%s has no YAML files", target)
+			continue
+		}
+		ensureNamespaces(t, c, files)
+		if out, err := c.apply(ctx, filepath.Join(root, "generated", target, rc)); err != nil {
+			t.Fatalf("create the RuntimeClass of %s: %v\n%s", target, err, out)
+		}
+		if code, _, err := c.get("/api/v1/namespaces/gvisor-smoke/serviceaccounts/default"); err != nil || code != http.StatusOK {
+			if out, err := c.kubectl(ctx, "-n", "gvisor-smoke", "create", "serviceaccount", "default"); err != nil {
+				t.Fatalf("create the smoke namespace's default ServiceAccount: %v\n%s", err, out)
+			}
+		}
+		dryRunAll(t, c, root, files)
+		n += len(files)
+	}
+	t.Logf("smoke: %d files dry-run applied", n)
 }
 
 // ensureNamespaces creates, for real, the Namespace objects among files (a
