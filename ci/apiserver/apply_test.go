@@ -153,14 +153,7 @@ func TestAPIServer(t *testing.T) {
 // created for real first (no controller-manager runs here).
 func testSmoke(t *testing.T, c *cluster, root string) {
 	ctx := context.Background()
-	n := 0
-	for _, target := range targets(t, root) {
-		files := manifestFiles(t, filepath.Join(root, "smoke", target))
-		if len(files) == 0 {
-			t.Errorf("smoke/%s has no YAML files", target)
-			continue
-		}
-		ensureNamespaces(t, c, files)
+	dryRunTargets(t, c, root, "smoke", func(target string) {
 		if out, err := c.apply(ctx, filepath.Join(root, "generated", target, rc)); err != nil {
 			t.Fatalf("create the RuntimeClass of %s: %v\n%s", target, err, out)
 		}
@@ -169,10 +162,7 @@ func testSmoke(t *testing.T, c *cluster, root string) {
 				t.Fatalf("create the smoke namespace's default ServiceAccount: %v\n%s", err, out)
 			}
 		}
-		dryRunAll(t, c, root, files)
-		n += len(files)
-	}
-	t.Logf("smoke: %d files dry-run applied", n)
+	})
 }
 
 // ensureNamespaces creates, for real, the Namespace objects among files (a
@@ -228,18 +218,27 @@ func dryRunAll(t *testing.T, c *cluster, root string, files []string) {
 }
 
 func testGenerated(t *testing.T, c *cluster, root string) {
+	dryRunTargets(t, c, root, "generated", nil)
+}
+
+// dryRunTargets dry-runs top/<target>/ of every target, after creating its
+// namespaces and whatever prepare creates for real.
+func dryRunTargets(t *testing.T, c *cluster, root, top string, prepare func(target string)) {
 	n := 0
 	for _, target := range targets(t, root) {
-		files := manifestFiles(t, filepath.Join(root, "generated", target))
+		files := manifestFiles(t, filepath.Join(root, top, target))
 		if len(files) == 0 {
-			t.Errorf("generated/%s has no YAML files", target)
+			t.Errorf("%s/%s has no YAML files", top, target)
 			continue
 		}
 		ensureNamespaces(t, c, files)
+		if prepare != nil {
+			prepare(target)
+		}
 		dryRunAll(t, c, root, files)
 		n += len(files)
 	}
-	t.Logf("generated: %d files dry-run applied", n)
+	t.Logf("%s: %d files dry-run applied", top, n)
 }
 
 func testDelivery(t *testing.T, c *cluster, root string) {
