@@ -182,16 +182,12 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var errs errors.Error
 	if len(msgs) == 0 {
 		fleet, err := objectsAt(e.inst.LookupPath(cue.ParsePath("fleetObjects")))
 		if err != nil {
-			errs = errors.Append(errs, errors.Promote(err, ""))
+			msgs = append(msgs, e.cueError(err).Error())
 		}
 		res.Fleet = fleet
-	}
-	if errs != nil {
-		msgs = append(msgs, e.cueError(errs).Error())
 	}
 	if len(msgs) > 0 {
 		return nil, &Error{Msg: strings.Join(msgs, "\n")}
@@ -213,7 +209,8 @@ const minPerWorker = 12
 func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, error) {
 	n := min(Workers, len(ts)/minPerWorker)
 	if n < 2 {
-		return e.evalChunk(ts, user)
+		outs, msgs := e.evalChunk(ts, user)
+		return outs, msgs, nil
 	}
 	type result struct {
 		outs []Target
@@ -232,7 +229,7 @@ func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, 
 			defer wg.Done()
 			r := &results[w]
 			if w == 0 {
-				r.outs, r.msgs, r.err = e.evalChunk(chunks[w], user)
+				r.outs, r.msgs = e.evalChunk(chunks[w], user)
 				return
 			}
 			// A worker of its own: its own context, module, targets and values.
@@ -259,7 +256,7 @@ func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, 
 			for _, t := range chunks[w] {
 				mine = append(mine, byName[t.name])
 			}
-			r.outs, r.msgs, r.err = we.evalChunk(mine, wuser)
+			r.outs, r.msgs = we.evalChunk(mine, wuser)
 		}()
 	}
 	wg.Wait()
@@ -275,7 +272,8 @@ func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, 
 	return outs, msgs, nil
 }
 
-func (e *Evaluator) evalChunk(ts []source, user []cue.Value) ([]Target, []string, error) {
+// evalChunk evaluates targets in order; each failing target adds a message.
+func (e *Evaluator) evalChunk(ts []source, user []cue.Value) ([]Target, []string) {
 	var outs []Target
 	var msgs []string
 	for _, t := range ts {
@@ -286,7 +284,7 @@ func (e *Evaluator) evalChunk(ts []source, user []cue.Value) ([]Target, []string
 		}
 		outs = append(outs, *out)
 	}
-	return outs, msgs, nil
+	return outs, msgs
 }
 
 func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,5 +168,59 @@ func TestScriptsRenderAsText(t *testing.T) {
 		if !strings.Contains(string(cm), "\n  "+filepath.Base(s)+": |\n") {
 			t.Errorf("%s is not rendered as block text in the ConfigMap", filepath.Base(s))
 		}
+	}
+}
+
+// TestParallelSameAsSerial: a fleet spread over several evaluators gives the
+// same files, in the same order, as one evaluator, and the same errors.
+func TestParallelSameAsSerial(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "cue"), os.DirFS(filepath.Join(repoRoot, "cue"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "targets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		body := fmt.Sprintf("profile: %s\ngvisor:\n  nodeSelector:\n    pool: p%d\n", []string{"kind", "gke", "eks"}[i%3], i)
+		if err := os.WriteFile(filepath.Join(dir, "targets", fmt.Sprintf("c%02d.yaml", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(workers int) (*Output, error) {
+		old := eval.Workers
+		eval.Workers = workers
+		defer func() { eval.Workers = old }()
+		return Build(eval.Options{Root: dir})
+	}
+	serial, err := build(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parallel, err := build(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(serial.Files) != len(parallel.Files) {
+		t.Fatalf("%d files serially, %d in parallel", len(serial.Files), len(parallel.Files))
+	}
+	for i := range serial.Files {
+		if serial.Files[i].Path != parallel.Files[i].Path || !bytes.Equal(serial.Files[i].Data, parallel.Files[i].Data) {
+			t.Fatalf("file %d: %s serially, %s in parallel", i, serial.Files[i].Path, parallel.Files[i].Path)
+		}
+	}
+	// Two bad targets in different chunks: both reported, in target order.
+	for _, n := range []string{"c05", "c35"} {
+		if err := os.WriteFile(filepath.Join(dir, "targets", n+".yaml"), []byte("profile: eks\ngvisor:\n  version: latest\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, errSerial := build(1)
+	_, errParallel := build(3)
+	if errSerial == nil || errParallel == nil || errSerial.Error() != errParallel.Error() {
+		t.Fatalf("errors differ:\nserial:   %v\nparallel: %v", errSerial, errParallel)
+	}
+	if i, j := strings.Index(errParallel.Error(), "target c05"), strings.Index(errParallel.Error(), "target c35"); i < 0 || j < i {
+		t.Errorf("errors not in target order: %v", errParallel)
 	}
 }
