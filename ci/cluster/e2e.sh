@@ -60,8 +60,9 @@ command -v openssl >/dev/null || { log "FAIL: openssl missing (run ci/cluster/se
 
 W=$(mktemp -d /tmp/gvz-cluster.XXXXXX)
 chmod 755 "$W"
-CUR_V="" # the cluster that is up, for cleanup
-SC_PID="" # the running scenario, for cleanup
+VERSIONS=${GVZ_CLUSTER_VERSIONS:-16 24}
+RUN_PIDS="" # one background run per containerd version, for cleanup
+SC_PID=""   # the running scenario (inside a version's run)
 OK=0
 
 # --- the machine's own files: manifest before and after -------------------------------------------------------------
@@ -114,8 +115,10 @@ kill_tree() { # PID: the process and its descendants, by pid
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
-	if [ -n "$SC_PID" ]; then kill_tree "$SC_PID"; fi
-	if [ -n "$CUR_V" ]; then stop_cluster "$CUR_V" || true; fi
+	local v p
+	# the clusters first (killing a namespace's PID 1 takes everything in it down), then the runs that drove them
+	for v in $VERSIONS; do [ ! -d "$W/c$v" ] || stop_cluster "$v" || true; done
+	for p in $RUN_PIDS; do kill_tree "$p"; done
 	if [ "$OK" = 1 ] && [ -z "${KEEP:-}" ]; then
 		rm -rf "$W"
 	else
@@ -214,9 +217,6 @@ kubeconfig "$ADMIN_TOKEN" >"$P/admin.kubeconfig"
 kubeconfig "$NODE_TOKEN" >"$P/node.kubeconfig"
 
 # the test target, in a temp copy of the repository's CUE: nothing but the product's own values
-T=$W/repo
-mkdir -p "$T/targets"
-cp -r cue "$T/cue"
 target() { # VERSION MODE
 	cat >"$T/targets/e2e.yaml" <<EOF
 profile: kind
@@ -232,13 +232,11 @@ gvisor:
 smoke:
   image: $IMG
 EOF
-	"$W/gvisorgen" generate --root "$T" --target e2e >"$W/generate.log" 2>&1 || {
-		cat "$W/generate.log"
+	"$W/gvisorgen" generate --root "$T" --target e2e >"$CW/generate.log" 2>&1 || {
+		cat "$CW/generate.log"
 		return 1
 	}
 }
-target "$V_GOOD" install
-cp "$T/targets/e2e.yaml" "$W/e2e-target.yaml"
 
 # the harness's own workloads (not the product's): gVisor and runc pods
 mkdir -p "$W/pods"
@@ -334,7 +332,6 @@ EOF
 	done
 	cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset/gvisorgen-e2e-$v/cpuset.cpus"
 	cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset/gvisorgen-e2e-$v/cpuset.mems"
-	CUR_V=$v
 	GVZ_W=$cw GVZ_K8S=$K8S GVZ_CTRD=$ctrd GVZ_CTRD_PATH=$ctrd_path GVZ_SERVE=$W/serve GVZ_NODE_IP=$NODE_IP \
 		setsid "$USERNSRUN" bash "$REPO/ci/cluster/node.sh" >"$cw/run/logs/node.log" 2>&1 </dev/null &
 	echo $! >"$cw/run/usernsrun.pid"
@@ -412,8 +409,31 @@ show_logs() { # POD CONTAINER...
 	shift
 	for c in "$@"; do kc -n gvisor-system logs "$p" -c "$c" 2>&1 | sed "s/^/    /"; done
 }
-rollout() {
-	kc -n gvisor-system rollout status ds/runsc-installer --timeout=150s >/dev/null 2>&1 || fail "the installer DaemonSet did not roll out"
+rollout() { # wait (bounded) for the installer to roll out; log every init container failure seen meanwhile
+	local end=$((SECONDS + 150)) p name ex id lex lid seen=" " n=0
+	: >"$CW/initfail.log"
+	until kc -n gvisor-system rollout status ds/runsc-installer --timeout=2s >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || fail "the installer DaemonSet did not roll out in 150s"
+		p=$(installer_pod)
+		[ -n "$p" ] || continue
+		while read -r name ex id lex lid; do
+			ex=${ex#x} id=${id#x} lex=${lex#x} lid=${lid#x}
+			# state.terminated (logs) or lastState.terminated (logs --previous), non-zero, not seen yet
+			if [ -n "$id" ] && [ "$ex" != 0 ] && [ "${seen#* "$id" }" = "$seen" ]; then
+				seen="$seen$id "
+				echo "$name exit $ex: $(kc -n gvisor-system logs "$p" -c "$name" 2>&1 | grep -E 'ERROR|error' | tail -1)" >>"$CW/initfail.log"
+			fi
+			if [ -n "$lid" ] && [ "$lex" != 0 ] && [ "${seen#* "$lid" }" = "$seen" ]; then
+				seen="$seen$lid "
+				echo "$name exit $lex: $(kc -n gvisor-system logs "$p" -c "$name" --previous 2>&1 | grep -E 'ERROR|error' | tail -1)" >>"$CW/initfail.log"
+			fi
+		done < <(kc -n gvisor-system get pod "$p" -o jsonpath='{range .status.initContainerStatuses[*]}{.name} x{.state.terminated.exitCode} x{.state.terminated.containerID} x{.lastState.terminated.exitCode} x{.lastState.terminated.containerID}{"\n"}{end}' 2>/dev/null)
+	done
+	n=$(wc -l <"$CW/initfail.log")
+	if [ "$n" -gt 0 ]; then
+		say "  .. $n init container failure(s) before the rollout completed (the kubelet retried them):"
+		sed 's/^/      /' "$CW/initfail.log"
+	fi
 }
 wait_phase() { # POD PHASE SECONDS [NS]
 	kc -n "${4:-default}" wait --for=jsonpath='{.status.phase}'="$2" "pod/$1" --timeout="${3}s" >/dev/null 2>&1
@@ -547,15 +567,17 @@ s4_upgrade() {
 }
 
 s5_uninstall() {
-	local r0 logf
+	local r0 logf p
 	kc -n gvisor-smoke delete pod gvisor-smoke --wait=true >/dev/null
 	kc delete pod gvisor-sleeper --wait=true >/dev/null
 	r0=$(restarts)
 	target "$V_UP" uninstall || fail "generate"
 	apply_dir "$T/generated/e2e" || fail "apply"
 	rollout
+	lap "rolled out"
 	logf=$CW/uninstall.log
-	kc -n gvisor-system logs "$(installer_pod)" -c uninstall-runsc >"$logf" 2>&1 || fail "no uninstall-runsc log: $(cat "$logf")"
+	p=$(installer_pod)
+	kc -n gvisor-system logs "$p" -c uninstall-runsc >"$logf" 2>&1 || fail "no uninstall-runsc log: $(cat "$logf")"
 	sed 's/^/    /' "$logf"
 	say "containerd restarts by the uninstall: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 1 ] || fail "expected exactly one containerd restart for the uninstall"
@@ -628,11 +650,14 @@ run_version() { # V
 	local t0
 	V=$1 CW=$W/c$1
 	t0=$(date +%s%N)
+	# the test target, in this run's own temp copy of the repository's CUE: nothing but the product's values
+	T=$CW/repo
+	mkdir -p "$T/targets"
+	cp -r cue "$T/cue"
 	target "$V_GOOD" install || return 1
 	if ! start_cluster "$V"; then
 		echo "$V up FAIL -" >>"$W/results"
 		stop_cluster "$V" || true
-		CUR_V=""
 		return 1
 	fi
 	say "cluster up in $(secs "$(ms "$t0")"): $(grep -E 'containerd ok|CLUSTER UP' "$CW/run/logs/node.log" | sed 's/^\[node [^ ]* //' | xargs)"
@@ -646,17 +671,30 @@ run_version() { # V
 		scenario 6 "broken artifact" s6_broken || ok=0
 	t0=$(date +%s%N)
 	stop_cluster "$V" || ok=0
-	CUR_V=""
 	say "phase stop: $(secs "$(ms "$t0")")"
 	[ $ok = 1 ]
 }
 
+# the versions run side by side (each cluster has its own namespaces, node IP included, and cgroupRoot);
+# GVZ_CLUSTER_SERIAL=1 runs them one after the other
 failed=0
-for v in ${GVZ_CLUSTER_VERSIONS:-16 24}; do
-	t=$(date +%s%N)
-	run_version "$v" || failed=1
-	log "phase containerd $v: $(secs "$(ms "$t")")"
+t=$(date +%s%N)
+for v in $VERSIONS; do
+	(
+		t0=$(date +%s%N)
+		if run_version "$v"; then r=0; else r=1; fi
+		log "phase containerd $v: $(secs "$(ms "$t0")")"
+		exit $r
+	) &
+	if [ -n "${GVZ_CLUSTER_SERIAL:-}" ]; then
+		wait $! || failed=1
+	else
+		RUN_PIDS="$RUN_PIDS $!"
+	fi
 done
+for p in $RUN_PIDS; do wait "$p" || failed=1; done
+RUN_PIDS=""
+log "phase clusters ($VERSIONS${GVZ_CLUSTER_SERIAL:+, serial}): $(secs "$(ms "$t")")"
 
 t=$(date +%s%N)
 host_manifest >"$W/host.after"
@@ -672,7 +710,7 @@ left=$(compgen -G '/sys/fs/cgroup/*/gvisorgen-e2e-*' || true)
 
 echo
 log "summary (containerd, scenario, result, time):"
-sed 's/^/    /' "$W/results" 2>/dev/null || true
+sort -s -k1,1n "$W/results" 2>/dev/null | sed 's/^/    /' || true
 log "total: $(secs "$(ms "$T_ALL")")"
 if [ $failed = 0 ]; then
 	OK=1
