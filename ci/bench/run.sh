@@ -5,8 +5,10 @@
 #
 # Environment:
 #   BENCH_RUNS      runs per measurement, the median is reported (default 5)
+#   BENCH_RUNS_LARGE  runs per measurement for fleets of 1000 targets and more (default 1, to stay near 10 minutes)
 #   BENCH_SIZES     synthetic fleet sizes (default "10 100 1000")
 #   BENCH_SIDE      fleet sizes measured side by side with the alternatives (default "3 100")
+#   BENCH_PLAIN_LARGE  fleet sizes of BENCH_SIZES also measured with the plain pipeline, parallel only (default 1000)
 #   BENCH_WAIT      seconds to wait for the 1-minute load average to fall below BENCH_LOAD (default 90)
 #   BENCH_LOAD      (default 2)
 #   BENCH_OUT       where to write the report (default BENCHMARKS.md at the repo root; "-" for none)
@@ -16,6 +18,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 RUNS=${BENCH_RUNS:-5}
+RUNS_LARGE=${BENCH_RUNS_LARGE:-1}
+PLAIN_LARGE=${BENCH_PLAIN_LARGE-1000}
 SIZES=${BENCH_SIZES:-10 100 1000}
 SIDE=${BENCH_SIDE:-3 100}
 WAIT=${BENCH_WAIT:-90}
@@ -92,22 +96,24 @@ say "load at start: $LOAD_START (waited ${waited}s)"
 # measure ID RUNS PREP CMD...: run PREP (untimed, eval'd) then CMD under GNU time, RUNS times. Records the median wall
 # time and the largest peak RSS. For a shell pipeline (bash -c) GNU time reports the largest RSS of any one process
 # in it (the rusage of waited-for children), which is what a CI runner's memory limit sees.
-declare -A WALL RSS NRUNS
+declare -A WALL RSS NRUNS CPU
 measure() {
 	local id=$1 runs=$2 prep=$3
 	shift 3
-	local i w m maxm=0 walls=()
+	local i w m u k maxm=0 walls=() cpus=()
 	for ((i = 0; i < runs; i++)); do
 		eval "$prep"
-		if ! /usr/bin/time -f '%e %M' -o "$WORK/time" "$@" >"$WORK/stdout" 2>"$WORK/stderr"; then
+		if ! /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "$@" >"$WORK/stdout" 2>"$WORK/stderr"; then
 			cat "$WORK/stderr" "$WORK/time" >&2
 			die "$id: command failed: $*"
 		fi
-		read -r w m <"$WORK/time"
+		read -r w m u k <"$WORK/time"
 		walls+=("$w")
+		cpus+=("$(awk -v u="$u" -v k="$k" 'BEGIN { print u + k }')")
 		[ "$m" -gt "$maxm" ] && maxm=$m
 	done
 	WALL[$id]=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+	CPU[$id]=$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
 	RSS[$id]=$maxm
 	NRUNS[$id]=$runs
 	say "$(printf '%-28s median %6.2fs  peak RSS %4d MB  (%s)' "$id" "${WALL[$id]}" $((maxm / 1024)) "$(printf '%s ' "${walls[@]}")")"
@@ -215,14 +221,15 @@ measure check3 "$RUNS" : "$GV" check --root "$D"
 row check3 "gvisorgen check, tree fresh" 3
 
 # --- 3: synthetic fleets ---------------------------------------------------------------------------------------------
+runs_for() { if [ "$1" -ge 1000 ]; then echo "$RUNS_LARGE"; else echo "$RUNS"; fi; }
 for n in $SIZES; do
 	D=$WORK/t$n
 	fleet "$D" "$n"
-	measure "gen$n.empty" "$RUNS" "$CLEAN" "$GV" generate --root "$D"
+	measure "gen$n.empty" "$(runs_for "$n")" "$CLEAN" "$GV" generate --root "$D"
 	row "gen$n.empty" "gvisorgen generate, empty tree" "$n"
-	measure "gen$n.noop" "$RUNS" : "$GV" generate --root "$D"
+	measure "gen$n.noop" "$(runs_for "$n")" : "$GV" generate --root "$D"
 	row "gen$n.noop" "gvisorgen generate, tree fresh (no-op)" "$n"
-	measure "check$n" "$RUNS" : "$GV" check --root "$D"
+	measure "check$n" "$(runs_for "$n")" : "$GV" check --root "$D"
 	row "check$n" "gvisorgen check, tree fresh" "$n"
 done
 
@@ -247,30 +254,40 @@ for n in $SIDE; do
 	done
 done
 
+# The plain pipeline on the largest fleets, in parallel only (the faster of its two modes), not checked object by object
+# (the same code path is checked at the sizes above).
+for n in $PLAIN_LARGE; do
+	D=$WORK/t$n
+	[ -d "$D/generated" ] || continue
+	measure "plain$n.par$NPROC" "$(runs_for "$n")" "rm -rf '$D/alt' && mkdir '$D/alt'" bash -c "$(plain_cmd "$D" "$NPROC")"
+	row "plain$n.par$NPROC" "cue export + split + kustomize build per target (par$NPROC)" "$n"
+done
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 ELAPSED=$SECONDS
 
 # --- 5: the tables -----------------------------------------------------------------------------------------------------
 table() {
 	local r id label n
-	echo "| what | targets | wall, median (s) | per target (ms) | peak RSS (MB) | runs |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+	echo "| what | targets | wall, median (s) | per target (ms) | CPU user+sys, median (s) | peak RSS (MB) | runs |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 	for r in "${ROWS[@]}"; do
 		IFS='|' read -r id label n <<<"$r"
-		awk -v l="$label" -v n="$n" -v w="${WALL[$id]}" -v m="${RSS[$id]}" -v r="${NRUNS[$id]}" \
-			'BEGIN { printf "| %s | %d | %.2f | %.1f | %d | %d |\n", l, n, w, 1000 * w / n, m / 1024, r }'
+		awk -v l="$label" -v n="$n" -v w="${WALL[$id]}" -v c="${CPU[$id]}" -v m="${RSS[$id]}" -v r="${NRUNS[$id]}" \
+			'BEGIN { printf "| %s | %d | %.2f | %.1f | %.2f | %d | %d |\n", l, n, w, 1000 * w / n, c, m / 1024, r }'
 	done
 }
 ratios() {
 	local n g alt mode
 	echo "| gvisorgen | targets | alternative | ratio (gvisorgen / alternative; < 1 means gvisorgen is faster) |"
 	echo "| --- | ---: | --- | ---: |"
-	for n in $SIDE; do
+	for n in $SIDE $PLAIN_LARGE; do
 		for g in "gen$n.empty|generate, empty tree" "check$n|check, tree fresh" "gen$n.noop|generate, no-op"; do
 			[ -n "${WALL[${g%%|*}]:-}" ] || continue
 			for alt in plain helm; do
 				[ "$alt" = helm ] && [ -z "$HAVE_HELM" ] && continue
 				for mode in seq "par$NPROC"; do
+					[ -n "${WALL[$alt$n.$mode]:-}" ] || continue
 					local label="cue export + kustomize build ($mode)"
 					[ "$alt" = helm ] && label="helm template ($mode)"
 					awk -v a="${WALL[${g%%|*}]}" -v b="${WALL[$alt$n.$mode]}" -v g="${g#*|}" -v n="$n" -v l="$label" \
@@ -281,9 +298,37 @@ ratios() {
 	done
 }
 
+# The targets of issue 6, judged from this run's figures. A missing figure is "not measured".
+verdict() { # TEXT AWK-CONDITION VAR=ID...
+	local text=$1 cond=$2 args=() kv id ok
+	shift 2
+	for kv in "$@"; do
+		id=${kv#*=}
+		if [ -z "${WALL[$id]:-}" ]; then
+			echo "| $text | not measured |"
+			return
+		fi
+		args+=(-v "${kv%%=*}=${WALL[$id]}" -v "${kv%%=*}_rss=${RSS[$id]}")
+	done
+	ok=$(awk "${args[@]}" "BEGIN { print (($cond) ? \"met\" : \"**not met**\") }")
+	echo "| $text | $ok |"
+}
+verdicts() {
+	echo "| target (issue 6) | this run |"
+	echo "| --- | --- |"
+	verdict "3 targets: \`generate\` from an empty tree not slower than 3 \`helm template\` runs in a row (${WALL[gen3.empty]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=gen3.empty h=helm3.seq
+	verdict "3 targets: \`check\` not slower than 3 \`helm template\` runs in a row (${WALL[check3]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=check3 h=helm3.seq
+	verdict "1000 targets: no-op \`generate\` under 3 s and 300 MB (${WALL[gen1000.noop]:-?} s, $((${RSS[gen1000.noop]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=gen1000.noop
+	verdict "1000 targets: \`check\` under 3 s and 300 MB (${WALL[check1000]:-?} s, $((${RSS[check1000]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=check1000
+	verdict "1000 targets: \`generate\` from an empty tree at least 10x faster than cue export + kustomize build (${WALL[gen1000.empty]:-?} s vs ${WALL[plain1000.par$NPROC]:-?} s, par$NPROC)" "g * 10 <= p" g=gen1000.empty p="plain1000.par$NPROC"
+	verdict "cost per target flat from 100 to 1000 (\`generate\`, empty tree: per-target time at 1000 at most 1.25x that at 100)" "b / 1000 <= 1.25 * a / 100" a=gen100.empty b=gen1000.empty
+	verdict "peak RSS grows no faster than the output from 100 to 1000 targets (\`generate\`, empty tree: at most 10x)" "b_rss <= 10 * a_rss" a=gen100.empty b=gen1000.empty
+}
+
 TABLE=$(table)
+VERDICTS=$(verdicts)
 RATIOS=$(ratios)
-printf '%s\n\n%s\n' "$TABLE" "$RATIOS"
+printf '%s\n\n%s\n\n%s\n' "$TABLE" "$RATIOS" "$VERDICTS"
 
 GOBENCH_OUT="(skipped: BENCH_GOBENCH=0)"
 if [ "$GOBENCH" = 1 ]; then
@@ -310,7 +355,7 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo "- gvisorgen at $commit${dirty:+ (with uncommitted changes under cue/, cmd/ or internal/)}; cue $CUE_VERSION, kustomize $KUSTOMIZE_VERSION${HAVE_HELM:+, helm $HELM_VERSION}"
 	echo "- run at $T_START, ${ELAPSED}s for the table; load average (1, 5, 15 min) at start: $LOAD_START; at end: $LOAD_END (after the Go benchmarks: $LOAD_AFTER_GO)"
 	echo "- This machine is shared: other builds may have been running during the run, and the load above says how much."
-	echo "- Each figure: the median wall time of $RUNS runs of the whole process (GNU time), and the largest peak RSS of any one process of those runs."
+	echo "- Each figure: the median wall time of $RUNS runs ($RUNS_LARGE for 1000 targets and more, to keep \`make bench\` near 10 minutes) of the whole process (GNU time), and the largest peak RSS of any one process of those runs."
 	echo
 	echo "## Whole-process wall time and peak RSS"
 	echo
@@ -319,6 +364,14 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo "## Ratios"
 	echo
 	printf '%s\n' "$RATIOS"
+	echo
+	echo "## Targets of issue 6"
+	echo
+	printf '%s\n' "$VERDICTS"
+	echo
+	echo "gvisorgen does not report its phases (evaluate, render, write) itself. From this table: \`check\` is evaluate +"
+	echo "render + compare, and \`generate\` from an empty tree minus \`check\` approximates the write phase; the Go"
+	echo "micro-benchmark below is evaluate + render in memory."
 	echo
 	echo "## What is measured"
 	echo
@@ -335,7 +388,8 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo "  \`-f values-<profile>.yaml -f <target>.yaml\`."
 	echo "- **seq**: one process after another, as a shell loop; **par$NPROC**: \`xargs -P $NPROC\`."
 	echo "- Both alternatives are checked to produce the same objects as gvisorgen's \`generated/<t>/\` for every target"
-	echo "  (compared as canonical JSON, \`ci/bench/benchtool canon\`): $(printf '%s; ' "${SAME[@]}")"
+	echo "  (compared as canonical JSON, \`ci/bench/benchtool canon\`): $(same=$(printf '%s; ' "${SAME[@]}"); echo "${same%; }")."
+	echo "  The plain pipeline at 1000 targets (par$NPROC only) is the same code path and is not compared again."
 	echo "- There is no no-op mode in the alternatives: a drift check with them renders everything and diffs, so"
 	echo "  \`check\` and a no-op \`generate\` are compared with their full render time."
 	echo
