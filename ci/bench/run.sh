@@ -52,10 +52,10 @@ install() {
 	local name=$1 dest=$2 pkg=$3
 	[ -x "$dest" ] && return 0
 	say "installing $pkg"
-	mkdir -p "$TOOLBIN/tmp-$name"
-	GOBIN=$TOOLBIN/tmp-$name $GO install "$pkg"
-	mv "$TOOLBIN/tmp-$name/$name" "$dest"
-	rmdir "$TOOLBIN/tmp-$name"
+	mkdir -p "$TOOLBIN/tmp-$name.$$"
+	GOBIN=$TOOLBIN/tmp-$name.$$ $GO install "$pkg"
+	mv "$TOOLBIN/tmp-$name.$$/$name" "$dest"
+	rmdir "$TOOLBIN/tmp-$name.$$"
 }
 install cue "$CUE" cuelang.org/go/cmd/cue@$CUE_VERSION
 install kustomize "$KUSTOMIZE" sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION
@@ -63,7 +63,7 @@ HAVE_HELM=1
 if ! install helm "$HELM" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"; then
 	say "helm $HELM_VERSION did not install: the helm column is left out"
 	HAVE_HELM=
-	rm -rf "$TOOLBIN/tmp-helm"
+	rm -rf "$TOOLBIN/tmp-helm.$$"
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gvisorgen-bench.XXXXXX")
