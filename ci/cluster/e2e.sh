@@ -409,6 +409,17 @@ show_logs() { # POD CONTAINER...
 	shift
 	for c in "$@"; do kc -n gvisor-system logs "$p" -c "$c" 2>&1 | sed "s/^/    /"; done
 }
+errline() { # POD CONTAINER [--previous]: the container's ERROR line, or why there is none
+	local out
+	out=$(kc -n gvisor-system logs "$@" 2>&1 | tail -20)
+	printf '%s\n' "$out" | grep -E 'ERROR' | tail -1 | grep . || echo "(no ERROR line; log: $(printf '%s\n' "$out" | tail -1))"
+}
+runsc_ctrs() { # "<runsc containers in containerd> <of them with a running task>"
+	local all run
+	all=$(nsx ctr --address /run/containerd/containerd.sock -n k8s.io containers ls 2>/dev/null | awk '$3 ~ /runsc/ { print $1 }')
+	run=$(nsx ctr --address /run/containerd/containerd.sock -n k8s.io tasks ls 2>/dev/null | awk '$3 == "RUNNING" { print $1 }')
+	echo "$(printf '%s\n' "$all" | grep -c .) $(printf '%s\n' "$all" | grep -cxF -f <(printf '%s\n' "$run" | grep . || echo none))"
+}
 rollout() { # wait (bounded) for the installer to roll out; log every init container failure seen meanwhile
 	local end=$((SECONDS + 150)) p name ex id lex lid seen=" " n=0
 	: >"$CW/initfail.log"
@@ -421,11 +432,11 @@ rollout() { # wait (bounded) for the installer to roll out; log every init conta
 			# state.terminated (logs) or lastState.terminated (logs --previous), non-zero, not seen yet
 			if [ -n "$id" ] && [ "$ex" != 0 ] && [ "${seen#* "$id" }" = "$seen" ]; then
 				seen="$seen$id "
-				echo "$name exit $ex: $(kc -n gvisor-system logs "$p" -c "$name" 2>&1 | grep -E 'ERROR|error' | tail -1)" >>"$CW/initfail.log"
+				echo "+$(secs "$(ms "$SC_T0")") $name exit $ex: $(errline "$p" "$name")" >>"$CW/initfail.log"
 			fi
 			if [ -n "$lid" ] && [ "$lex" != 0 ] && [ "${seen#* "$lid" }" = "$seen" ]; then
 				seen="$seen$lid "
-				echo "$name exit $lex: $(kc -n gvisor-system logs "$p" -c "$name" --previous 2>&1 | grep -E 'ERROR|error' | tail -1)" >>"$CW/initfail.log"
+				echo "+$(secs "$(ms "$SC_T0")") $name exit $lex: $(errline "$p" "$name" --previous)" >>"$CW/initfail.log"
 			fi
 		done < <(kc -n gvisor-system get pod "$p" -o jsonpath='{range .status.initContainerStatuses[*]}{.name} x{.state.terminated.exitCode} x{.state.terminated.containerID} x{.lastState.terminated.exitCode} x{.lastState.terminated.containerID}{"\n"}{end}' 2>/dev/null)
 	done
@@ -567,13 +578,26 @@ s4_upgrade() {
 }
 
 s5_uninstall() {
-	local r0 logf p
+	local r0 logf p n m sampler
 	kc -n gvisor-smoke delete pod gvisor-smoke --wait=true >/dev/null
 	kc delete pod gvisor-sleeper --wait=true >/dev/null
+	# what containerd still holds of the deleted pods, sampled during the uninstall (for the log: the installer
+	# refuses while it lists runsc containers)
+	(while :; do
+		read -r n m < <(runsc_ctrs)
+		echo "$(ms "$SC_T0") $n $m"
+		sleep 0.5
+	done) >"$CW/runsc-ctrs.log" 2>/dev/null &
+	sampler=$!
 	r0=$(restarts)
 	target "$V_UP" uninstall || fail "generate"
 	apply_dir "$T/generated/e2e" || fail "apply"
 	rollout
+	kill "$sampler" 2>/dev/null || true
+	say "runsc containers in containerd after the gVisor pods were deleted: $(awk '
+		NR == 1 { printf "%d (%d running) at +%.1fs", $2, $3, $1 / 1000 }
+		$3 == 0 && !r { printf ", none running from +%.1fs", $1 / 1000; r = 1 }
+		$2 == 0 && !g { printf ", none left (kubelet container GC) from +%.1fs", $1 / 1000; g = 1 }' "$CW/runsc-ctrs.log")"
 	lap "rolled out"
 	logf=$CW/uninstall.log
 	p=$(installer_pod)
