@@ -8,7 +8,7 @@ KUSTOMIZE := $(TOOLBIN)/kustomize-$(KUSTOMIZE_VERSION)
 CUE       := $(TOOLBIN)/cue-$(CUE_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-node test-node-e2e e2e schemas docs fmt lint clean
+.PHONY: all build generate check vet test test-node test-node-e2e e2e e2e-cluster bench schemas docs fmt lint clean
 all: generate
 
 build:
@@ -49,6 +49,16 @@ test-node-e2e:
 e2e:
 	sh ci/k8s/build.sh
 	sh ci/apiserver/test.sh
+
+## e2e-cluster: the product on a real single-node cluster (kubelet, containerd 1.6 and 2.4.2): install, re-run, upgrade, uninstall, broken artifact
+e2e-cluster:
+	sh ci/k8s/build.sh
+	sh ci/cluster/setup.sh
+	bash ci/cluster/e2e.sh
+
+## bench: gvisorgen vs cue export + kustomize build vs helm template; writes BENCHMARKS.md
+bench:
+	bash ci/bench/run.sh
 
 ## schemas: regenerate cue/cue.mod/gen from k8s.io/api and repair it
 schemas: $(CUE)
