@@ -42,6 +42,8 @@ IMG=docker.io/gvz-e2e/busybox:e2e
 V_GOOD=20240212 V_UP=20260801 V_BAD=20240213
 T_ALL=$(date +%s%N)
 
+ind() { sed "s/^/${V:+[c$V] }    /"; }  # indented output of a run, prefixed with its containerd version
+ind2() { sed "s/^/${V:+[c$V] }      /"; }
 ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
 secs() { printf '%d.%ds' $(($1 / 1000)) $((($1 % 1000) / 100)); }
 log() { echo "[cluster-e2e] $*"; }
@@ -348,7 +350,7 @@ EOF
 		sleep 0.2
 	done
 	log "FAIL: containerd $v: the cluster did not come up:"
-	sed 's/^/    /' "$cw/run/logs/node.log"
+	ind <"$cw/run/logs/node.log"
 	return 1
 }
 
@@ -364,19 +366,19 @@ fail() {
 }
 dump() {
 	say "---- diagnostics"
-	kc get nodes,pods,ds,pvc,pv -A -o wide 2>&1 | sed 's/^/    /' || true
-	kc get events -A --sort-by=.lastTimestamp 2>&1 | tail -25 | cut -c1-300 | sed 's/^/    /' || true
+	kc get nodes,pods,ds,pvc,pv -A -o wide 2>&1 | ind || true
+	kc get events -A --sort-by=.lastTimestamp 2>&1 | tail -25 | cut -c1-300 | ind || true
 	local p c
 	for p in $(kc -n gvisor-system get pods -o name 2>/dev/null); do
 		for c in install-runsc configure-containerd uninstall-runsc runsc-ready; do
-			kc -n gvisor-system logs "$p" -c "$c" --tail=30 2>/dev/null | sed "s|^|    [$p $c] |" || true
+			kc -n gvisor-system logs "$p" -c "$c" --tail=30 2>/dev/null | sed "s|^|[c$V]     [$p $c] |" || true
 		done
 	done
 	echo "    systemd.log:"
-	sed 's/^/      /' "$CW/run/logs/systemd.log" 2>/dev/null || true
+	ind2 2>/dev/null <"$CW/run/logs/systemd.log" || true
 	for f in node kubelet containerd; do
 		echo "    $f.log (tail):"
-		tail -15 "$CW/run/logs/$f.log" 2>/dev/null | cut -c1-300 | sed 's/^/      /' || true
+		tail -15 "$CW/run/logs/$f.log" 2>/dev/null | cut -c1-300 | ind2 || true
 	done
 	echo "    /etc/containerd: $(lsdir "$CW/host/etc-containerd")"
 	echo "    /usr/local/bin: $(lsdir "$CW/host/usr-local-bin")"
@@ -407,7 +409,7 @@ installer_pod() { # newest installer pod
 show_logs() { # POD CONTAINER...
 	local p=$1 c
 	shift
-	for c in "$@"; do kc -n gvisor-system logs "$p" -c "$c" 2>&1 | sed "s/^/    /"; done
+	for c in "$@"; do kc -n gvisor-system logs "$p" -c "$c" 2>&1 | ind; done
 }
 errline() { # POD CONTAINER [--previous]: the container's ERROR line, or why there is none
 	local out
@@ -443,7 +445,7 @@ rollout() { # wait (bounded) for the installer to roll out; log every init conta
 	n=$(wc -l <"$CW/initfail.log")
 	if [ "$n" -gt 0 ]; then
 		say "  .. $n init container failure(s) before the rollout completed (the kubelet retried them):"
-		sed 's/^/      /' "$CW/initfail.log"
+		ind2 <"$CW/initfail.log"
 	fi
 }
 wait_phase() { # POD PHASE SECONDS [NS]
@@ -454,7 +456,7 @@ wait_no_runtime() { # POD: the sandbox fails with containerd's "no runtime" erro
 		if kc get events --field-selector "involvedObject.name=$1,reason=FailedCreatePodSandBox" \
 			-o jsonpath='{.items[*].message}' 2>/dev/null | grep -q 'no runtime for "runsc" is configured'; then
 			kc get events --field-selector "involvedObject.name=$1,reason=FailedCreatePodSandBox" \
-				-o jsonpath='{.items[0].message}' | grep -o 'no runtime for "runsc" is configured' | head -1 | sed 's/^/    event: /'
+				-o jsonpath='{.items[0].message}' | grep -o 'no runtime for "runsc" is configured' | head -1 | sed "s/^/[c$V]     event: /"
 			return 0
 		fi
 		sleep 0.5
@@ -470,7 +472,7 @@ smoke() { # run the generated smoke pod (again), check "Starting gVisor"
 	wait_phase gvisor-smoke Succeeded 120 gvisor-smoke || fail "the smoke pod did not succeed: $(kc -n gvisor-smoke get pod gvisor-smoke -o wide 2>&1 | tail -1)"
 	kc -n gvisor-smoke logs gvisor-smoke >"$CW/smoke.log" 2>&1
 	grep -q 'Starting gVisor' "$CW/smoke.log" || fail "the smoke pod's log has no 'Starting gVisor': $(head -3 "$CW/smoke.log")"
-	sed 's/^/    [smoke] /' "$CW/smoke.log"
+	sed "s/^/[c$V]     [smoke] /" "$CW/smoke.log"
 }
 binaries_present() { [ -x "$CW/host/usr-local-bin/runsc" ] && [ -x "$CW/host/usr-local-bin/containerd-shim-runsc-v1" ]; }
 stamp_version() { awk '$1 == "version" { print $2 }' "$CW/host/usr-local-bin/.gvisorgen-runsc.stamp" 2>/dev/null; }
@@ -602,7 +604,7 @@ s5_uninstall() {
 	logf=$CW/uninstall.log
 	p=$(installer_pod)
 	kc -n gvisor-system logs "$p" -c uninstall-runsc >"$logf" 2>&1 || fail "no uninstall-runsc log: $(cat "$logf")"
-	sed 's/^/    /' "$logf"
+	ind <"$logf"
 	say "containerd restarts by the uninstall: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 1 ] || fail "expected exactly one containerd restart for the uninstall"
 	# restarted last: the restart comes after the removal of the binaries and nothing but the wait for CRI follows it
@@ -659,7 +661,7 @@ s6_broken() {
 	[ "$ready" != True ] || fail "the installer pod became Ready"
 	msg=$(kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | grep 'ERROR' | tail -1)
 	say "installer pod $p: Ready=$ready, install-runsc exit $code, restarts $(kc -n gvisor-system get pod "$p" -o jsonpath='{.status.initContainerStatuses[0].restartCount}'), rollout status times out"
-	kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | sed 's/^/    /'
+	kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | ind
 	case $msg in *"sha512 mismatch"*"$V_BAD"*runsc*) ;; *) fail "install-runsc's log does not name the sha512 mismatch: $msg" ;; esac
 	say "containerd restarts since the broken release was applied: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 0 ] || fail "containerd was restarted"
@@ -726,7 +728,7 @@ if cmp -s "$W/host.before" "$W/host.after"; then
 	log "host check: no file of the machine changed (${#HOST_PATHS[@]} paths, $(wc -l <"$W/host.after") entries, $(secs "$(ms "$t")"))"
 else
 	log "FAIL: the machine's files changed:"
-	diff "$W/host.before" "$W/host.after" | head -40 | sed 's/^/    /'
+	diff "$W/host.before" "$W/host.after" | head -40 | ind
 	failed=1
 fi
 left=$(compgen -G '/sys/fs/cgroup/*/gvisorgen-e2e-*' || true)
@@ -734,7 +736,7 @@ left=$(compgen -G '/sys/fs/cgroup/*/gvisorgen-e2e-*' || true)
 
 echo
 log "summary (containerd, scenario, result, time):"
-sort -s -k1,1n "$W/results" 2>/dev/null | sed 's/^/    /' || true
+sort -s -k1,1n "$W/results" 2>/dev/null | ind || true
 log "total: $(secs "$(ms "$T_ALL")")"
 if [ $failed = 0 ]; then
 	OK=1
