@@ -52,7 +52,6 @@ e2e:
 
 ## e2e-cluster: the product on a real single-node cluster (kubelet, containerd 1.6 and 2.4.2): install, re-run, upgrade, uninstall, broken artifact
 e2e-cluster:
-	sh ci/k8s/build.sh
 	sh ci/cluster/setup.sh
 	bash ci/cluster/e2e.sh
 

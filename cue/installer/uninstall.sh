@@ -48,10 +48,21 @@ for ns in $nss; do
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
     timeout 20 $GVZ_HX ctr --address "$addr" -n "$ns" containers ls >"$T/ctrs" 2>"$T/ctr.err" ||
         gvz_die "cannot list the containers of namespace $ns ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor"
-    awk -v ns="$ns" 'NR > 1 && $NF ~ /runsc/ { print ns "/" $1 }' "$T/ctrs" >>"$T/sandboxes"
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    timeout 20 $GVZ_HX ctr --address "$addr" -n "$ns" tasks ls >"$T/tasks" 2>"$T/ctr.err" ||
+        gvz_die "cannot list the tasks of namespace $ns ($(head -c 200 "$T/ctr.err")); refusing to remove gVisor"
+    # A runsc container whose task is not STOPPED is a live sandbox; the rest are
+    # leftovers of deleted pods that kubelet removes within about a minute.
+    awk -v ns="$ns" -v tasks="$T/tasks" '
+        BEGIN { while ((getline l < tasks) > 0) { split(l, f); if (f[3] != "" && f[3] != "STATUS" && f[3] != "STOPPED") live[f[1]] = 1 } }
+        NR > 1 && $NF ~ /runsc/ { print ns "/" $1, ($1 in live) ? "live" : "stopped" }' "$T/ctrs" >>"$T/sandboxes"
 done
 if [ -s "$T/sandboxes" ]; then
-    gvz_die "$(wc -l <"$T/sandboxes") gVisor container(s) still on this node ($(head -n 5 "$T/sandboxes" | tr '\n' ' ')): drain them first (kubectl cordon the node and delete the pods with runtimeClassName gvisor); uninstall retries by itself"
+    live=$(awk '$2 == "live" { print $1 }' "$T/sandboxes")
+    if [ -n "$live" ]; then
+        gvz_die "$(echo "$live" | wc -l) gVisor container(s) still run on this node ($(echo "$live" | head -n 5 | tr '\n' ' ')): drain them first (kubectl cordon the node and delete the pods with runtimeClassName gvisor); uninstall retries by itself"
+    fi
+    gvz_die "$(wc -l <"$T/sandboxes") stopped gVisor container(s) still on this node ($(awk '{ print $1 }' "$T/sandboxes" | head -n 5 | tr '\n' ' ')): kubelet removes the containers of deleted pods within about a minute; uninstall waits for that and retries by itself"
 fi
 
 # --- the config without gvisorgen's block ----------------------------------------------------------------------------
