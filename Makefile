@@ -57,7 +57,7 @@ e2e-cluster:
 
 ## bench: gvisorgen vs cue export + kustomize build vs helm template; writes BENCHMARKS.md
 bench:
-	bash ci/bench/run.sh
+	GO=$(GO) bash ci/bench/run.sh
 
 ## schemas: regenerate cue/cue.mod/gen from k8s.io/api and repair it
 schemas: $(CUE)
