@@ -151,7 +151,7 @@ e.g. the output of kustomize build over an overlay with your own patches.`,
 				if err != nil {
 					return inputErr(err, exitNo)
 				}
-				rep = vet.Targets(out.Result.Targets)
+				rep = out.Vet
 				targets = len(out.Result.Targets)
 			}
 			for _, warn := range rep.Warnings {

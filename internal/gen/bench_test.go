@@ -10,7 +10,7 @@ import (
 )
 
 // fleet makes a repository with n extra targets (one YAML file each).
-func fleet(b *testing.B, n int) string {
+func fleet(b testing.TB, n int) string {
 	dir := b.TempDir()
 	if err := os.CopyFS(filepath.Join(dir, "cue"), os.DirFS(filepath.Join(repoRoot, "cue"))); err != nil {
 		b.Fatal(err)

@@ -18,7 +18,10 @@ import (
 // Output is the wanted tree for the selected targets.
 type Output struct {
 	Result *eval.Result
-	Files  []tree.File
+	// Vet is the validation of every object: no errors (Build fails on
+	// them), the warnings.
+	Vet   vet.Report
+	Files []tree.File
 	// Roots are the folders generate owns for this run: the selected targets'
 	// and, on a full run, those of targets that are no longer declared.
 	Roots []string
@@ -37,10 +40,11 @@ func Build(opts eval.Options) (*Output, error) {
 	}
 	// The rules CUE does not express (cross-field checks, policies) hold
 	// before anything is written, not only under `vet`.
-	if rep := vet.Targets(res.Targets); len(rep.Errors) > 0 {
+	rep := vet.Targets(res.Targets)
+	if len(rep.Errors) > 0 {
 		return nil, &eval.Error{Msg: "objects fail validation:\n" + strings.Join(rep.Errors, "\n")}
 	}
-	out := &Output{Result: res}
+	out := &Output{Result: res, Vet: rep}
 	rd := render.NewRenderer()
 	for _, t := range res.Targets {
 		files, err := rd.Target(opts.Root, t)

@@ -2,7 +2,6 @@ package gen
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,12 +51,19 @@ func TestDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Files) != len(b.Files) {
-		t.Fatalf("%d files, then %d", len(a.Files), len(b.Files))
+	sameFiles(t, a.Files, b.Files)
+}
+
+// sameFiles fails unless both builds hold the same files, in the same order,
+// byte for byte.
+func sameFiles(t *testing.T, a, b []tree.File) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%d files, then %d", len(a), len(b))
 	}
-	for i := range a.Files {
-		if a.Files[i].Path != b.Files[i].Path || !bytes.Equal(a.Files[i].Data, b.Files[i].Data) {
-			t.Errorf("file %d differs: %s vs %s", i, a.Files[i].Path, b.Files[i].Path)
+	for i := range a {
+		if a[i].Path != b[i].Path || !bytes.Equal(a[i].Data, b[i].Data) {
+			t.Fatalf("file %d differs: %s vs %s", i, a[i].Path, b[i].Path)
 		}
 	}
 }
@@ -174,19 +180,7 @@ func TestScriptsRenderAsText(t *testing.T) {
 // TestParallelSameAsSerial: a fleet spread over several evaluators gives the
 // same files, in the same order, as one evaluator, and the same errors.
 func TestParallelSameAsSerial(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(filepath.Join(dir, "cue"), os.DirFS(filepath.Join(repoRoot, "cue"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "targets"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 40; i++ {
-		body := fmt.Sprintf("profile: %s\ngvisor:\n  nodeSelector:\n    pool: p%d\n", []string{"kind", "gke", "eks"}[i%3], i)
-		if err := os.WriteFile(filepath.Join(dir, "targets", fmt.Sprintf("c%02d.yaml", i)), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := fleet(t, 40)
 	build := func(workers int) (*Output, error) {
 		old := eval.Workers
 		eval.Workers = workers
@@ -201,16 +195,9 @@ func TestParallelSameAsSerial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(serial.Files) != len(parallel.Files) {
-		t.Fatalf("%d files serially, %d in parallel", len(serial.Files), len(parallel.Files))
-	}
-	for i := range serial.Files {
-		if serial.Files[i].Path != parallel.Files[i].Path || !bytes.Equal(serial.Files[i].Data, parallel.Files[i].Data) {
-			t.Fatalf("file %d: %s serially, %s in parallel", i, serial.Files[i].Path, parallel.Files[i].Path)
-		}
-	}
+	sameFiles(t, serial.Files, parallel.Files)
 	// Two bad targets in different chunks: both reported, in target order.
-	for _, n := range []string{"c05", "c35"} {
+	for _, n := range []string{"c0005", "c0035"} {
 		if err := os.WriteFile(filepath.Join(dir, "targets", n+".yaml"), []byte("profile: eks\ngvisor:\n  version: latest\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +207,7 @@ func TestParallelSameAsSerial(t *testing.T) {
 	if errSerial == nil || errParallel == nil || errSerial.Error() != errParallel.Error() {
 		t.Fatalf("errors differ:\nserial:   %v\nparallel: %v", errSerial, errParallel)
 	}
-	if i, j := strings.Index(errParallel.Error(), "target c05"), strings.Index(errParallel.Error(), "target c35"); i < 0 || j < i {
+	if i, j := strings.Index(errParallel.Error(), "target c0005"), strings.Index(errParallel.Error(), "target c0035"); i < 0 || j < i {
 		t.Errorf("errors not in target order: %v", errParallel)
 	}
 }
