@@ -3,6 +3,8 @@
 package eval
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -50,8 +53,9 @@ type Object struct {
 type Target struct {
 	Name    string
 	Profile string
-	// Values are the final, concrete values of the target.
-	Values cue.Value
+	// Values are the final, concrete values of the target, as JSON (the CUE
+	// value itself is dropped: it holds the whole evaluation in memory).
+	Values []byte
 	// Objects in declaration order: what the cluster gets (overlays/).
 	Objects []Object
 	// Delivery are the target's Argo CD and Flux objects (delivery/).
@@ -94,6 +98,7 @@ type Evaluator struct {
 	render  cue.Value // #Render
 	deliver cue.Value // #Delivery
 	smoke   cue.Value // #Smoke
+	memo    *memo
 }
 
 // Load loads and builds the CUE module.
@@ -108,7 +113,7 @@ func Load(opts Options) (*Evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Evaluator{opts: opts, cwd: cwd, ctx: cuecontext.New()}
+	e := &Evaluator{opts: opts, cwd: cwd, ctx: cuecontext.New(), memo: newMemo()}
 	dir := filepath.Join(opts.Root, opts.CUEDir)
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("loading CUE module: %w", err)
@@ -238,6 +243,7 @@ func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, 
 				r.err = err
 				return
 			}
+			we.memo = e.memo
 			srcs, err := we.targets()
 			if err != nil {
 				r.err = err
@@ -292,7 +298,6 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	for _, u := range user {
 		v = v.Unify(u)
 	}
-	v = v.FillPath(cue.ParsePath("target"), t.name)
 	p := v.LookupPath(cue.ParsePath("profile"))
 	profile, err := p.String()
 	if err != nil {
@@ -305,22 +310,157 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	if !prof.Exists() {
 		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: unknown profile %q (want kind, gke or eks)", profile))
 	}
-	v = v.Unify(prof)
+	// anon is the target without its name: what a part is rendered from when
+	// it may be shared between targets (see memo).
+	anon := v.Unify(prof)
+	v = anon.FillPath(cue.ParsePath("target"), t.name)
 	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
 		return nil, targetErr(t.name, err)
 	}
-	out := &Target{Name: t.name, Profile: profile, Values: v}
-	for _, part := range []struct {
+	values, key, err := exportValues(v)
+	if err != nil {
+		return nil, targetErr(t.name, err)
+	}
+	out := &Target{Name: t.name, Profile: profile, Values: values}
+	// The nameless values must not have a name of their own (a default, or
+	// one the target sets): the shared parts would be rendered from it.
+	name := anon.LookupPath(cue.ParsePath("target"))
+	_, hasDefault := name.Default()
+	if !Memo || hasDefault || name.IsConcrete() || anyPrivate(append([]cue.Value{t.val}, user...)) {
+		key = ""
+	}
+	for i, part := range []struct {
 		def cue.Value
 		dst *[]Object
 	}{{e.render, &out.Objects}, {e.deliver, &out.Delivery}, {e.smoke, &out.Smoke}} {
-		objs, err := objectsAt(part.def.FillPath(cue.ParsePath("values"), v).LookupPath(cue.ParsePath("objects")))
+		objs, err := e.part(i, part.def, key, anon, v)
 		if err != nil {
 			return nil, targetErr(t.name, err)
 		}
 		*part.dst = objs
 	}
 	return out, nil
+}
+
+// part renders one of #Render, #Delivery and #Smoke for a target. Most
+// targets of a fleet differ only in their name and a few values, and a part
+// that does not read the name is a function of the other values: it is
+// rendered from the nameless values once per distinct values (key) and
+// shared. A part that reads the name does not evaluate to concrete objects
+// without it; it is then rendered with the name, for this and every later
+// target.
+func (e *Evaluator) part(i int, def cue.Value, key string, anon, named cue.Value) ([]Object, error) {
+	m := e.memo
+	if key == "" || m.named[i].Load() {
+		return renderPart(def, named)
+	}
+	m.mu.Lock()
+	objs, ok := m.objs[i][key]
+	m.mu.Unlock()
+	if ok {
+		return objs, nil
+	}
+	objs, err := renderPart(def, anon)
+	if err != nil {
+		// The part reads the name, or the values are bad: rendering with the
+		// name tells which, and its errors are the ones to report.
+		objs, err := renderPart(def, named)
+		if err != nil {
+			return nil, err
+		}
+		m.named[i].Store(true)
+		return objs, nil
+	}
+	m.mu.Lock()
+	m.objs[i][key] = objs
+	m.mu.Unlock()
+	return objs, nil
+}
+
+func renderPart(def, values cue.Value) ([]Object, error) {
+	return objectsAt(def.FillPath(cue.ParsePath("values"), values).LookupPath(cue.ParsePath("objects")))
+}
+
+// memo holds the parts rendered from nameless values, shared by every worker
+// of a run: the objects are plain data.
+type memo struct {
+	mu   sync.Mutex
+	objs [3]map[string][]Object
+	// named[i] is set once part i turned out to read the target's name.
+	named [3]atomic.Bool
+}
+
+func newMemo() *memo {
+	m := &memo{}
+	for i := range m.objs {
+		m.objs[i] = map[string][]Object{}
+	}
+	return m
+}
+
+// Memo turns the sharing of rendered parts between targets off when false
+// (tests compare both ways).
+var Memo = true
+
+// exportValues returns a target's values as JSON and the memo key: every
+// regular field but target, as JSON. Two targets with the same key render the
+// same nameless parts.
+func exportValues(v cue.Value) (values []byte, key string, err error) {
+	var b bytes.Buffer
+	var k strings.Builder
+	it, err := v.Fields()
+	if err != nil {
+		return nil, "", err
+	}
+	b.WriteByte('{')
+	for it.Next() {
+		j, err := it.Value().MarshalJSON()
+		if err != nil {
+			return nil, "", err
+		}
+		label, _ := json.Marshal(it.Selector().Unquoted())
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.Write(label)
+		b.WriteByte(':')
+		b.Write(j)
+		if it.Selector().Unquoted() == "target" {
+			continue
+		}
+		k.Write(label)
+		k.WriteByte(0)
+		k.Write(j)
+		k.WriteByte(0)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), k.String(), nil
+}
+
+func anyPrivate(vs []cue.Value) bool {
+	for _, v := range vs {
+		if hasPrivate(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPrivate reports whether a target's own value declares hidden fields or
+// definitions anywhere: they do not show in its JSON, so the memo key would
+// not tell two such targets apart.
+func hasPrivate(v cue.Value) bool {
+	it, err := v.Fields(cue.Hidden(true), cue.Definitions(true), cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for it.Next() {
+		t := it.Selector().LabelType()
+		if t.IsHidden() || t.IsDefinition() || hasPrivate(it.Value()) {
+			return true
+		}
+	}
+	return false
 }
 
 // objectsAt validates a struct of objects and exports them in declaration order.

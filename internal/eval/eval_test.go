@@ -70,19 +70,20 @@ func TestProfiles(t *testing.T) {
 			"storageClass.parameters.encrypted": "true"},
 	}
 	for _, tg := range res.Targets {
+		vals := ev.Context().CompileBytes(tg.Values)
 		for p, w := range want[tg.Name] {
-			got, err := tg.Values.LookupPath(cue.ParsePath(p)).String()
+			got, err := vals.LookupPath(cue.ParsePath(p)).String()
 			if err != nil || got != w {
 				t.Errorf("%s: %s = %q (%v), want %q", tg.Name, p, got, err, w)
 			}
 		}
-		name, _ := tg.Values.LookupPath(cue.ParsePath("storageClass.name")).String()
+		name, _ := vals.LookupPath(cue.ParsePath("storageClass.name")).String()
 		for _, managed := range []string{"standard", "standard-rwo", "gp2"} {
 			if name == managed {
 				t.Errorf("%s: default StorageClass name %q collides with a class the cloud manages", tg.Name, name)
 			}
 		}
-		v, _ := tg.Values.LookupPath(cue.ParsePath("gvisor.version")).String()
+		v, _ := vals.LookupPath(cue.ParsePath("gvisor.version")).String()
 		if v != "20240212" {
 			t.Errorf("%s: default version %s, want the seed's 20240212", tg.Name, v)
 		}

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,5 +210,104 @@ func TestParallelSameAsSerial(t *testing.T) {
 	}
 	if i, j := strings.Index(errParallel.Error(), "target c0005"), strings.Index(errParallel.Error(), "target c0035"); i < 0 || j < i {
 		t.Errorf("errors not in target order: %v", errParallel)
+	}
+}
+
+// TestMemoSameAsFresh: sharing rendered parts between targets whose values
+// differ only in the name gives the same files as rendering every target on
+// its own, also when a part reads the name, when the schema gives the name a
+// default, and when a target carries hidden fields.
+func TestMemoSameAsFresh(t *testing.T) {
+	edit := func(t *testing.T, dir, file, old, new string) {
+		t.Helper()
+		p := filepath.Join(dir, "cue", file)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s lacks %q", file, old)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(t *testing.T, dir string)
+		// want is a string every target's DaemonSet must hold, with the
+		// target's name for %s.
+		want string
+	}{
+		{name: "plain"},
+		{
+			name: "render reads the name",
+			edit: func(t *testing.T, dir string) {
+				edit(t, dir, "render.cue", `"app.kubernetes.io/managed-by": "gvisorgen"`, `"app.kubernetes.io/managed-by": "gvisorgen"
+		"example.com/cluster":          V.target`)
+			},
+			want: "example.com/cluster: %s\n",
+		},
+		{
+			name: "render tests the name",
+			edit: func(t *testing.T, dir string) {
+				edit(t, dir, "render.cue", `terminationGracePeriodSeconds: 5`, `terminationGracePeriodSeconds: 5
+							if V.target == "c0004" {activeDeadlineSeconds: 4}`)
+			},
+		},
+		{
+			name: "the name has a default",
+			edit: func(t *testing.T, dir string) {
+				edit(t, dir, "values.cue", "target: #DNSLabel", `target: *"dflt" | #DNSLabel`)
+				edit(t, dir, "render.cue", `"app.kubernetes.io/managed-by": "gvisorgen"`, `"app.kubernetes.io/managed-by": "gvisorgen"
+		"example.com/cluster":          V.target`)
+			},
+			want: "example.com/cluster: %s\n",
+		},
+		{
+			name: "hidden fields",
+			edit: func(t *testing.T, dir string) {
+				edit(t, dir, "targets.cue", `kind: profile: "kind"`, `kind: {profile: "kind", gvisor: _extra: "x"}
+	akind: profile: "kind"`)
+				edit(t, dir, "render.cue", `let G = V.gvisor`, `let G = V.gvisor
+	let extra = *G._extra | "none"`)
+				edit(t, dir, "render.cue", `"app.kubernetes.io/managed-by": "gvisorgen"`, `"app.kubernetes.io/managed-by": "gvisorgen"
+		"example.com/extra":            extra`)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := fleet(t, 12)
+			if tc.edit != nil {
+				tc.edit(t, dir)
+			}
+			build := func(memo bool) *Output {
+				old := eval.Memo
+				eval.Memo = memo
+				defer func() { eval.Memo = old }()
+				out, err := Build(eval.Options{Root: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			fresh, memo := build(false), build(true)
+			sameFiles(t, fresh.Files, memo.Files)
+			for _, f := range memo.Files {
+				if !strings.HasPrefix(f.Path, "generated/") || !strings.HasSuffix(f.Path, "/daemonset-runsc-installer.yaml") {
+					continue
+				}
+				name := strings.Split(f.Path, "/")[1]
+				if tc.want != "" && !strings.Contains(string(f.Data), fmt.Sprintf(tc.want, name)) {
+					t.Errorf("%s lacks %q", f.Path, fmt.Sprintf(tc.want, name))
+				}
+				if tc.name == "render tests the name" && strings.Contains(string(f.Data), "activeDeadlineSeconds") != (name == "c0004") {
+					t.Errorf("%s: activeDeadlineSeconds only for c0004", f.Path)
+				}
+				if tc.name == "hidden fields" && strings.Contains(string(f.Data), "example.com/extra: x") != (name == "kind") {
+					t.Errorf("%s: example.com/extra: x only for kind", f.Path)
+				}
+			}
+		})
 	}
 }

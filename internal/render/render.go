@@ -45,13 +45,31 @@ func Roots(target string) []string {
 // Plain writes objects as they are (no kustomize), one file per object under
 // dir: the delivery objects and the smoke test.
 func Plain(dir string, objs []eval.Object) ([]tree.File, error) {
+	return NewRenderer().plain(dir, objs)
+}
+
+// plain is Plain with the Renderer's memory of objects it converted before:
+// targets of a fleet share most objects byte for byte.
+func (rd *Renderer) plain(dir string, objs []eval.Object) ([]tree.File, error) {
 	var files []tree.File
 	for _, o := range objs {
-		y, err := yaml.JSONToYAML(o.JSON)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", o.Kind, o.Name, err)
+		rd.mu.Lock()
+		data, ok := rd.yaml[string(o.JSON)]
+		rd.mu.Unlock()
+		if !ok {
+			y, err := yaml.JSONToYAML(o.JSON)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", o.Kind, o.Name, err)
+			}
+			data = tree.WithHeader(y)
+			rd.mu.Lock()
+			if rd.yaml == nil {
+				rd.yaml = map[string][]byte{}
+			}
+			rd.yaml[string(o.JSON)] = data
+			rd.mu.Unlock()
 		}
-		files = append(files, tree.File{Path: path.Join(dir, FileName(o.Kind, o.Name, "")), Data: tree.WithHeader(y)})
+		files = append(files, tree.File{Path: path.Join(dir, FileName(o.Kind, o.Name, "")), Data: data})
 	}
 	return files, nil
 }
@@ -64,12 +82,16 @@ func Plain(dir string, objs []eval.Object) ([]tree.File, error) {
 type Renderer struct {
 	mu     sync.Mutex
 	orders map[string][]int
+	// yaml holds the file of every object converted, by its JSON.
+	yaml map[string][]byte
 	// Always runs kustomize for every target (tests compare both paths).
 	Always bool
 }
 
 // NewRenderer returns a Renderer with an empty order cache.
-func NewRenderer() *Renderer { return &Renderer{orders: map[string][]int{}} }
+func NewRenderer() *Renderer {
+	return &Renderer{orders: map[string][]int{}, yaml: map[string][]byte{}}
+}
 
 // Target renders one target with a fresh Renderer.
 func Target(root string, t eval.Target) ([]tree.File, error) {
@@ -80,7 +102,7 @@ func Target(root string, t eval.Target) ([]tree.File, error) {
 // is the repository root, read for the target's hand-written patches.
 func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 	overlay := path.Join(OverlaysDir, t.Name)
-	files, err := Plain(overlay, t.Objects)
+	files, err := rd.plain(overlay, t.Objects)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", t.Name, err)
 	}
@@ -106,7 +128,7 @@ func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 		dir  string
 		objs []eval.Object
 	}{{DeliveryDir, t.Delivery}, {SmokeDir, t.Smoke}} {
-		more, err := Plain(path.Join(part.dir, t.Name), part.objs)
+		more, err := rd.plain(path.Join(part.dir, t.Name), part.objs)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", t.Name, err)
 		}
