@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gvisorgen/gvisorgen/internal/cache"
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/gen"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
@@ -51,11 +52,19 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 
 func newGenerate() *cobra.Command {
 	var in inputFlags
+	var noCache bool
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Write overlays/ and generated/ for every target (only what changed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			// Inputs unchanged since a run that left this very tree: nothing to do.
+			cs := cache.Open(in.options(), noCache, cmd.ErrOrStderr())
+			if e := cs.Lookup(); e != nil {
+				fmt.Fprintf(w, "%d targets, %d files, %d changed\n", e.Targets, len(e.Files), 0)
+				return nil
+			}
 			out, err := gen.Build(in.options())
 			if err != nil {
 				return inputErr(err, exitNo)
@@ -67,7 +76,7 @@ func newGenerate() *cobra.Command {
 			if err := tree.Apply(in.root, changes); err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
-			w := cmd.OutOrStdout()
+			cs.Store(len(out.Result.Targets), out.Roots, out.Files)
 			for _, c := range changes {
 				fmt.Fprintf(w, "%-6s %s\n", verb(c.Action), c.Path)
 			}
@@ -76,7 +85,12 @@ func newGenerate() *cobra.Command {
 		},
 	}
 	in.register(cmd)
+	registerNoCache(cmd, &noCache)
 	return cmd
+}
+
+func registerNoCache(cmd *cobra.Command, off *bool) {
+	cmd.Flags().BoolVar(off, "no-cache", false, "always evaluate: neither read nor write the cache of fresh trees (also GVISORGEN_CACHE=off)")
 }
 
 func verb(a tree.Action) string {
@@ -85,11 +99,18 @@ func verb(a tree.Action) string {
 
 func newCheck() *cobra.Command {
 	var in inputFlags
+	var noCache bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Exit 1 when overlays/ or generated/ differ from what generate would write",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Inputs unchanged since a run that left this very tree: fresh.
+			cs := cache.Open(in.options(), noCache, cmd.ErrOrStderr())
+			if e := cs.Lookup(); e != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", e.Targets, len(e.Files))
+				return nil
+			}
 			out, err := gen.Build(in.options())
 			if err != nil {
 				// check cannot answer when the inputs do not evaluate.
@@ -100,6 +121,7 @@ func newCheck() *cobra.Command {
 				return &exitErr{code: exitError, err: err}
 			}
 			if len(changes) == 0 {
+				cs.Store(len(out.Result.Targets), out.Roots, out.Files)
 				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", len(out.Result.Targets), len(out.Files))
 				return nil
 			}
@@ -116,6 +138,7 @@ func newCheck() *cobra.Command {
 		},
 	}
 	in.register(cmd)
+	registerNoCache(cmd, &noCache)
 	return cmd
 }
 

@@ -37,6 +37,12 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
+			// The cache of fresh trees lives in the script's own folder,
+			// never in the real ~/.cache.
+			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
+			env.Setenv("GVISORGEN_CACHE_DIR", "")
+			env.Setenv("GVISORGEN_CACHE", "")
+			env.Setenv("GVISORGEN_CACHE_DEBUG", "")
 			return os.CopyFS(filepath.Join(env.WorkDir, "cue"), os.DirFS(cueDir))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -77,13 +77,40 @@ func Plan(root string, roots []string, want []File) ([]Change, error) {
 			out = append(out, Change{Action: Update, Path: f.Path, Old: old, New: f.Data})
 		}
 	}
+	err := extra(root, roots, wanted, func(p string, old []byte) {
+		out = append(out, Change{Action: Delete, Path: p, Old: old})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// Prunable lists the files Plan would delete: the generated files directly
+// inside roots whose path is not in wanted. It reads only those folders, not
+// the wanted files.
+func Prunable(root string, roots []string, wanted map[string]bool) ([]string, error) {
+	var out []string
+	err := extra(root, roots, wanted, func(p string, _ []byte) { out = append(out, p) })
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// extra calls fn for each generated file directly inside roots that is not
+// wanted; folders are not looked into and a root that does not exist holds
+// nothing.
+func extra(root string, roots []string, wanted map[string]bool, fn func(p string, data []byte)) error {
 	for _, r := range roots {
 		entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(r)))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", r, err)
+			return fmt.Errorf("reading %s: %w", r, err)
 		}
 		for _, e := range entries {
 			p := path.Join(r, e.Name())
@@ -92,15 +119,14 @@ func Plan(root string, roots []string, want []File) ([]Change, error) {
 			}
 			old, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p)))
 			if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", p, err)
+				return fmt.Errorf("reading %s: %w", p, err)
 			}
 			if IsGenerated(old) {
-				out = append(out, Change{Action: Delete, Path: p, Old: old})
+				fn(p, old)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return nil
 }
 
 // Apply carries out the changes: each write goes to a temporary file in the

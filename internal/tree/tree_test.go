@@ -85,3 +85,36 @@ func TestPlanRefusesHandWritten(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestPrunable(t *testing.T) {
+	root := t.TempDir()
+	gen := func(s string) string { return Header + s }
+	write(t, root, "overlays/a/kept.yaml", gen("kept\n"))
+	write(t, root, "overlays/a/old.yaml", gen("old\n"))
+	write(t, root, "overlays/a/hand.yaml", "hand-written\n")
+	write(t, root, "overlays/a/patches/p.yaml", gen("a copied header\n"))
+	write(t, root, "overlays/gone/x.yaml", gen("x\n"))
+	roots := []string{"overlays/a", "overlays/gone", "overlays/missing"}
+	wanted := map[string]bool{"overlays/a/kept.yaml": true}
+	got, err := Prunable(root, roots, wanted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "overlays/a/old.yaml,overlays/gone/x.yaml" {
+		t.Fatalf("Prunable = %v", got)
+	}
+	// The same files Plan deletes.
+	changes, err := Plan(root, roots, []File{{Path: "overlays/a/kept.yaml", Data: []byte(gen("kept\n"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted []string
+	for _, c := range changes {
+		if c.Action == Delete {
+			deleted = append(deleted, c.Path)
+		}
+	}
+	if strings.Join(deleted, ",") != strings.Join(got, ",") {
+		t.Fatalf("Plan deletes %v, Prunable lists %v", deleted, got)
+	}
+}
