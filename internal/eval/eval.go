@@ -37,6 +37,9 @@ type Options struct {
 	Sets []string
 	// Only restricts evaluation to these targets; empty means all.
 	Only []string
+	// NoShare renders every target on its own, even where targets could
+	// share the parts they render alike (tests compare both ways).
+	NoShare bool
 }
 
 // Object is one rendered Kubernetes object.
@@ -71,6 +74,9 @@ type Result struct {
 	All []string
 	// Fleet are the fleet-wide delivery objects (the Argo CD ApplicationSet).
 	Fleet []Object
+	// Rendered counts the parts (#Render, #Delivery, #Smoke of a target)
+	// evaluated by CUE, Shared those taken from another target's rendering.
+	Rendered, Shared int
 }
 
 // Error is an input error: the inputs do not evaluate. Its message lists every
@@ -198,6 +204,7 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 		return nil, &Error{Msg: strings.Join(msgs, "\n")}
 	}
 	res.Targets = outs
+	res.Rendered, res.Shared = int(e.memo.rendered.Load()), int(e.memo.shared.Load())
 	return res, nil
 }
 
@@ -326,7 +333,7 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	// one the target sets): the shared parts would be rendered from it.
 	name := anon.LookupPath(cue.ParsePath("target"))
 	_, hasDefault := name.Default()
-	if !Memo || hasDefault || name.IsConcrete() || anyPrivate(append([]cue.Value{t.val}, user...)) {
+	if e.opts.NoShare || hasDefault || name.IsConcrete() || anyPrivate(append([]cue.Value{t.val}, user...)) {
 		key = ""
 	}
 	for i, part := range []struct {
@@ -351,6 +358,7 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 // target.
 func (e *Evaluator) part(i int, def cue.Value, key string, anon, named cue.Value) ([]Object, error) {
 	m := e.memo
+	m.rendered.Add(1)
 	if key == "" || m.named[i].Load() {
 		return renderPart(def, named)
 	}
@@ -358,6 +366,8 @@ func (e *Evaluator) part(i int, def cue.Value, key string, anon, named cue.Value
 	objs, ok := m.objs[i][key]
 	m.mu.Unlock()
 	if ok {
+		m.rendered.Add(-1)
+		m.shared.Add(1)
 		return objs, nil
 	}
 	objs, err := renderPart(def, anon)
@@ -388,6 +398,8 @@ type memo struct {
 	objs [3]map[string][]Object
 	// named[i] is set once part i turned out to read the target's name.
 	named [3]atomic.Bool
+	// Counts for Result.
+	rendered, shared atomic.Int64
 }
 
 func newMemo() *memo {
@@ -397,10 +409,6 @@ func newMemo() *memo {
 	}
 	return m
 }
-
-// Memo turns the sharing of rendered parts between targets off when false
-// (tests compare both ways).
-var Memo = true
 
 // exportValues returns a target's values as JSON and the memo key: every
 // regular field but target, as JSON. Two targets with the same key render the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/render"
@@ -25,26 +26,44 @@ type Output struct {
 	// Roots are the folders generate owns for this run: the selected targets'
 	// and, on a full run, those of targets that are no longer declared.
 	Roots []string
+	// Timings are the phases of Build, for --timings.
+	Timings Timings
+}
+
+// Timings are how long each phase of a run took.
+type Timings struct {
+	Load, Evaluate, Vet, Render time.Duration
 }
 
 // Build evaluates the inputs and renders every selected target. Nothing is
 // written.
 func Build(opts eval.Options) (*Output, error) {
+	var tm Timings
+	start := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d = now.Sub(start)
+		start = now
+	}
 	ev, err := eval.Load(opts)
 	if err != nil {
 		return nil, err
 	}
+	lap(&tm.Load)
 	res, err := ev.Evaluate()
 	if err != nil {
 		return nil, err
 	}
+	lap(&tm.Evaluate)
 	// The rules CUE does not express (cross-field checks, policies) hold
 	// before anything is written, not only under `vet`.
 	rep := vet.Targets(res.Targets)
 	if len(rep.Errors) > 0 {
 		return nil, &eval.Error{Msg: "objects fail validation:\n" + strings.Join(rep.Errors, "\n")}
 	}
+	lap(&tm.Vet)
 	out := &Output{Result: res, Vet: rep}
+	out.Timings = tm
 	rd := render.NewRenderer()
 	for _, t := range res.Targets {
 		files, err := rd.Target(opts.Root, t)
@@ -69,6 +88,7 @@ func Build(opts eval.Options) (*Output, error) {
 		out.Roots = append(out.Roots, stale...)
 	}
 	sort.Strings(out.Roots)
+	lap(&out.Timings.Render)
 	return out, nil
 }
 

@@ -238,6 +238,8 @@ func TestMemoSameAsFresh(t *testing.T) {
 		// want is a string every target's DaemonSet must hold, with the
 		// target's name for %s.
 		want string
+		// noShare: no target may share a part.
+		noShare bool
 	}{
 		{name: "plain"},
 		{
@@ -262,7 +264,8 @@ func TestMemoSameAsFresh(t *testing.T) {
 				edit(t, dir, "render.cue", `"app.kubernetes.io/managed-by": "gvisorgen"`, `"app.kubernetes.io/managed-by": "gvisorgen"
 		"example.com/cluster":          V.target`)
 			},
-			want: "example.com/cluster: %s\n",
+			want:    "example.com/cluster: %s\n",
+			noShare: true,
 		},
 		{
 			name: "hidden fields",
@@ -277,15 +280,13 @@ func TestMemoSameAsFresh(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := fleet(t, 12)
+			t.Parallel()
+			dir := fleet(t, 30)
 			if tc.edit != nil {
 				tc.edit(t, dir)
 			}
-			build := func(memo bool) *Output {
-				old := eval.Memo
-				eval.Memo = memo
-				defer func() { eval.Memo = old }()
-				out, err := Build(eval.Options{Root: dir})
+			build := func(share bool) *Output {
+				out, err := Build(eval.Options{Root: dir, NoShare: !share})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -293,6 +294,9 @@ func TestMemoSameAsFresh(t *testing.T) {
 			}
 			fresh, memo := build(false), build(true)
 			sameFiles(t, fresh.Files, memo.Files)
+			if fresh.Result.Shared != 0 || (memo.Result.Shared == 0) != tc.noShare {
+				t.Errorf("shared parts: %d without the memo, %d with it", fresh.Result.Shared, memo.Result.Shared)
+			}
 			for _, f := range memo.Files {
 				if !strings.HasPrefix(f.Path, "generated/") || !strings.HasSuffix(f.Path, "/daemonset-runsc-installer.yaml") {
 					continue
