@@ -8,6 +8,7 @@
 #   BENCH_RUNS_LARGE  runs per measurement for fleets of 1000 targets and more (default 1, to stay near 10 minutes)
 #   BENCH_SIZES     synthetic fleet sizes (default "10 100 1000")
 #   BENCH_SIDE      fleet sizes measured side by side with the alternatives (default "3 100")
+#   BENCH_DISTINCT  fleet sizes measured with every target's values distinct (nothing shared; default 1000)
 #   BENCH_PLAIN_LARGE  fleet sizes of BENCH_SIZES also measured with the plain pipeline, parallel only (default 1000)
 #   BENCH_WAIT      seconds to wait for the 1-minute load average to fall below BENCH_LOAD (default 90)
 #   BENCH_LOAD      (default 2)
@@ -21,6 +22,7 @@ RUNS=${BENCH_RUNS:-5}
 RUNS_LARGE=${BENCH_RUNS_LARGE:-1}
 PLAIN_LARGE=${BENCH_PLAIN_LARGE-1000}
 SIZES=${BENCH_SIZES:-10 100 1000}
+DISTINCT=${BENCH_DISTINCT:-1000}
 SIDE=${BENCH_SIDE:-3 100}
 WAIT=${BENCH_WAIT:-90}
 MAXLOAD=${BENCH_LOAD:-2}
@@ -96,7 +98,7 @@ say "load at start: $LOAD_START (waited ${waited}s)"
 # measure ID RUNS PREP CMD...: run PREP (untimed, eval'd) then CMD under GNU time, RUNS times. Records the median wall
 # time and the largest peak RSS. For a shell pipeline (bash -c) GNU time reports the largest RSS of any one process
 # in it (the rusage of waited-for children), which is what a CI runner's memory limit sees.
-declare -A WALL RSS NRUNS CPU
+declare -A WALL RSS NRUNS CPU TIMINGS
 measure() {
 	local id=$1 runs=$2 prep=$3
 	shift 3
@@ -116,6 +118,8 @@ measure() {
 	CPU[$id]=$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
 	RSS[$id]=$maxm
 	NRUNS[$id]=$runs
+	# gvisorgen --timings: its own account of the phases, from the last run
+	TIMINGS[$id]=$(sed -n 's/^timings: //p' "$WORK/stderr")
 	say "$(printf '%-28s median %6.2fs  peak RSS %4d MB  (%s)' "$id" "${WALL[$id]}" $((maxm / 1024)) "$(printf '%s ' "${walls[@]}")")"
 }
 
@@ -123,7 +127,7 @@ measure() {
 # profiles and overrides. The same targets are also written inline as CUE (DIR/fleet.cue, for the plain pipeline)
 # and as Helm values files (DIR/helm/<target>.yaml).
 fleet() {
-	local dir=$1 n=$2 i name profile
+	local dir=$1 n=$2 distinct=${3:-} i name profile pool
 	mkdir -p "$dir/targets" "$dir/helm"
 	cp -r cue "$dir/cue"
 	: >"$dir/helm.list"
@@ -139,24 +143,27 @@ fleet() {
 	for ((i = 1; i <= n - 3; i++)); do
 		name=$(printf 'c%04d' "$i")
 		profile=${profiles[i % 3]}
-		# every target: its own node pool; every 5th: a newer gVisor; every 10th: the seed's tolerations + scheduling
+		# a node pool of 7 (or, with "distinct", its own); every 5th: a newer gVisor; every 10th: the seed's tolerations
+		# + scheduling
+		pool=$((i % 7))
+		[ -z "$distinct" ] || pool=$i
 		{
-			printf 'profile: %s\ngvisor:\n  nodeSelector:\n    pool: p%d\n' "$profile" $((i % 7))
+			printf 'profile: %s\ngvisor:\n  nodeSelector:\n    pool: p%d\n' "$profile" "$pool"
 			if ((i % 5 == 0)); then printf '  version: "20250101"\n'; fi
 			if ((i % 10 == 0)); then
 				printf '  tolerations:\n  - {key: sandbox, operator: Equal, value: "true", effect: NoSchedule}\n'
-				printf '  scheduling:\n    nodeSelector:\n      pool: p%d\n' $((i % 7))
+				printf '  scheduling:\n    nodeSelector:\n      pool: p%d\n' "$pool"
 				printf '    tolerations:\n    - {key: sandbox, operator: Equal, value: "true", effect: NoSchedule}\n'
 			fi
 		} >"$dir/targets/$name.yaml"
 		cp "$dir/targets/$name.yaml" "$dir/helm/$name.yaml"
 		echo "$name $profile" >>"$dir/helm.list"
 		{
-			printf 'targets: %s: {\n\tprofile: "%s"\n\tgvisor: nodeSelector: pool: "p%d"\n' "$name" "$profile" $((i % 7))
+			printf 'targets: %s: {\n\tprofile: "%s"\n\tgvisor: nodeSelector: pool: "p%d"\n' "$name" "$profile" "$pool"
 			if ((i % 5 == 0)); then printf '\tgvisor: version: "20250101"\n'; fi
 			if ((i % 10 == 0)); then
 				printf '\tgvisor: tolerations: [{key: "sandbox", operator: "Equal", value: "true", effect: "NoSchedule"}]\n'
-				printf '\tgvisor: scheduling: nodeSelector: pool: "p%d"\n' $((i % 7))
+				printf '\tgvisor: scheduling: nodeSelector: pool: "p%d"\n' "$pool"
 				printf '\tgvisor: scheduling: tolerations: [{key: "sandbox", operator: "Equal", value: "true", effect: "NoSchedule"}]\n'
 			fi
 			printf '}\n'
@@ -209,28 +216,44 @@ ROWS=()  # "ID|label|targets"
 row() { ROWS+=("$1|$2|$3"); }
 CLEAN="rm -rf \"\$D/overlays\" \"\$D/generated\" \"\$D/delivery\" \"\$D/smoke\""
 
-# --- 1, 2: the three default targets ---------------------------------------------------------------------------------
-D=$WORK/t3
-fleet "$D" 3
-"$GV" generate --root "$D" >/dev/null
-measure gen3.noop "$RUNS" : "$GV" generate --root "$D"
-row gen3.noop "gvisorgen generate, tree fresh (no-op), cold process" 3
-measure gen3.empty "$RUNS" "$CLEAN" "$GV" generate --root "$D"
-row gen3.empty "gvisorgen generate, empty tree" 3
-measure check3 "$RUNS" : "$GV" check --root "$D"
-row check3 "gvisorgen check, tree fresh" 3
+# gvisorgen's cache of fresh trees lives in the run's temp dir: "cache warm" rows run after a priming run,
+# "no cache" rows pass --no-cache (every run evaluates everything), "empty tree" rows always evaluate.
+export GVISORGEN_CACHE_DIR=$WORK/cache
+unset GVISORGEN_CACHE
+
+# gvisorgen_rows N D [ID-SUFFIX LABEL-SUFFIX]: the gvisorgen rows of a fleet in D (only the empty tree with a suffix).
+gvisorgen_rows() {
+	local n=$1 d=$2 what=${3:-} label=${4:-} runs
+	runs=$(runs_for "$n")
+	D=$d
+	measure "gen$n$what.empty" "$runs" "$CLEAN" "$GV" generate --no-cache --timings --root "$D"
+	row "gen$n$what.empty" "gvisorgen generate, empty tree$label" "$n"
+	[ -z "$what" ] || return 0
+	"$GV" generate --root "$D" >/dev/null # primes the cache
+	measure "gen$n.noop" "$runs" : "$GV" generate --root "$D"
+	row "gen$n.noop" "gvisorgen generate, tree fresh (no-op), cache warm" "$n"
+	measure "gen$n.noop.nocache" "$runs" : "$GV" generate --no-cache --timings --root "$D"
+	row "gen$n.noop.nocache" "gvisorgen generate, tree fresh (no-op), no cache" "$n"
+	measure "check$n" "$runs" : "$GV" check --root "$D"
+	row "check$n" "gvisorgen check, tree fresh, cache warm" "$n"
+	measure "check$n.nocache" "$runs" : "$GV" check --no-cache --timings --root "$D"
+	row "check$n.nocache" "gvisorgen check, tree fresh, no cache" "$n"
+}
+runs_for() { if [ "$1" -ge 1000 ]; then echo "$RUNS_LARGE"; else echo "$RUNS"; fi; }
+
+# --- 1, 2: the three default targets (every run a cold process) -------------------------------------------------------
+fleet "$WORK/t3" 3
+gvisorgen_rows 3 "$WORK/t3"
 
 # --- 3: synthetic fleets ---------------------------------------------------------------------------------------------
-runs_for() { if [ "$1" -ge 1000 ]; then echo "$RUNS_LARGE"; else echo "$RUNS"; fi; }
 for n in $SIZES; do
-	D=$WORK/t$n
-	fleet "$D" "$n"
-	measure "gen$n.empty" "$(runs_for "$n")" "$CLEAN" "$GV" generate --root "$D"
-	row "gen$n.empty" "gvisorgen generate, empty tree" "$n"
-	measure "gen$n.noop" "$(runs_for "$n")" : "$GV" generate --root "$D"
-	row "gen$n.noop" "gvisorgen generate, tree fresh (no-op)" "$n"
-	measure "check$n" "$(runs_for "$n")" : "$GV" check --root "$D"
-	row "check$n" "gvisorgen check, tree fresh" "$n"
+	fleet "$WORK/t$n" "$n"
+	gvisorgen_rows "$n" "$WORK/t$n"
+done
+# The worst case for sharing: every target's values differ (its own node pool), so nothing renders alike.
+for n in $DISTINCT; do
+	fleet "$WORK/d$n" "$n" distinct
+	gvisorgen_rows "$n" "$WORK/d$n" d ", every target distinct"
 done
 
 # --- 4: side by side ---------------------------------------------------------------------------------------------------
@@ -282,7 +305,8 @@ ratios() {
 	echo "| gvisorgen | targets | alternative | ratio (gvisorgen / alternative; < 1 means gvisorgen is faster) |"
 	echo "| --- | ---: | --- | ---: |"
 	for n in $SIDE $PLAIN_LARGE; do
-		for g in "gen$n.empty|generate, empty tree" "check$n|check, tree fresh" "gen$n.noop|generate, no-op"; do
+		for g in "gen$n.empty|generate, empty tree" "check$n|check, cache warm" "check$n.nocache|check, no cache" \
+			"gen$n.noop|generate, no-op, cache warm" "gen$n.noop.nocache|generate, no-op, no cache"; do
 			[ -n "${WALL[${g%%|*}]:-}" ] || continue
 			for alt in plain helm; do
 				[ "$alt" = helm ] && [ -z "$HAVE_HELM" ] && continue
@@ -314,26 +338,46 @@ verdict() { # TEXT AWK-CONDITION VAR=ID...
 	echo "| $text | $ok |"
 }
 verdicts() {
+	local p=plain1000.par$NPROC
 	echo "| target (issue 6) | this run |"
 	echo "| --- | --- |"
-	verdict "3 targets: \`generate\` from an empty tree not slower than 3 \`helm template\` runs in a row (${WALL[gen3.empty]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=gen3.empty h=helm3.seq
-	verdict "3 targets: \`check\` not slower than 3 \`helm template\` runs in a row (${WALL[check3]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=check3 h=helm3.seq
-	verdict "1000 targets: no-op \`generate\` under 3 s and 300 MB (${WALL[gen1000.noop]:-?} s, $((${RSS[gen1000.noop]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=gen1000.noop
-	verdict "1000 targets: \`check\` under 3 s and 300 MB (${WALL[check1000]:-?} s, $((${RSS[check1000]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=check1000
-	verdict "1000 targets: \`generate\` from an empty tree at least 10x faster than cue export + kustomize build (${WALL[gen1000.empty]:-?} s vs ${WALL[plain1000.par$NPROC]:-?} s, par$NPROC)" "g * 10 <= p" g=gen1000.empty p="plain1000.par$NPROC"
+	verdict "3 targets: \`generate\` from an empty tree (always evaluates) not slower than 3 \`helm template\` runs in a row (${WALL[gen3.empty]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=gen3.empty h=helm3.seq
+	verdict "3 targets: no-op \`generate\`, cache warm, not slower than 3 \`helm template\` runs (${WALL[gen3.noop]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=gen3.noop h=helm3.seq
+	verdict "3 targets: no-op \`generate --no-cache\` not slower than 3 \`helm template\` runs (${WALL[gen3.noop.nocache]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=gen3.noop.nocache h=helm3.seq
+	verdict "3 targets: \`check\`, cache warm, not slower than 3 \`helm template\` runs (${WALL[check3]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=check3 h=helm3.seq
+	verdict "3 targets: \`check --no-cache\` not slower than 3 \`helm template\` runs (${WALL[check3.nocache]:-?} s vs ${WALL[helm3.seq]:-?} s)" "g <= h" g=check3.nocache h=helm3.seq
+	verdict "1000 targets: no-op \`generate\`, cache warm, under 3 s and 300 MB (${WALL[gen1000.noop]:-?} s, $((${RSS[gen1000.noop]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=gen1000.noop
+	verdict "1000 targets: no-op \`generate --no-cache\` under 3 s and 300 MB (${WALL[gen1000.noop.nocache]:-?} s, $((${RSS[gen1000.noop.nocache]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=gen1000.noop.nocache
+	verdict "1000 targets: \`check\`, cache warm, under 3 s and 300 MB (${WALL[check1000]:-?} s, $((${RSS[check1000]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=check1000
+	verdict "1000 targets: \`check --no-cache\` under 3 s and 300 MB (${WALL[check1000.nocache]:-?} s, $((${RSS[check1000.nocache]:-0} / 1024)) MB)" "g < 3 && g_rss < 300 * 1024" g=check1000.nocache
+	verdict "1000 targets: \`generate\` from an empty tree at least 10x faster than cue export + kustomize build (${WALL[gen1000.empty]:-?} s vs ${WALL[$p]:-?} s, par$NPROC)" "g * 10 <= p" g=gen1000.empty p="$p"
+	verdict "1000 targets, every target distinct: \`generate\` from an empty tree at least 10x faster than cue export + kustomize build (${WALL[gen1000d.empty]:-?} s vs ${WALL[$p]:-?} s; the pipeline runs the sharing fleet, which it does not exploit)" "g * 10 <= p" g=gen1000d.empty p="$p"
 	verdict "cost per target flat from 100 to 1000 (\`generate\`, empty tree: per-target time at 1000 at most 1.25x that at 100)" "b / 1000 <= 1.25 * a / 100" a=gen100.empty b=gen1000.empty
 	verdict "peak RSS grows no faster than the output from 100 to 1000 targets (\`generate\`, empty tree: at most 10x)" "b_rss <= 10 * a_rss" a=gen100.empty b=gen1000.empty
 }
 
+# phases: gvisorgen's own --timings of its full runs.
+phases() {
+	local r id label n
+	echo "| what | targets | phases (gvisorgen --timings, last run) |"
+	echo "| --- | ---: | --- |"
+	for r in "${ROWS[@]}"; do
+		IFS='|' read -r id label n <<<"$r"
+		[ -n "${TIMINGS[$id]:-}" ] || continue
+		echo "| $label | $n | ${TIMINGS[$id]} |"
+	done
+}
+
 TABLE=$(table)
+PHASES=$(phases)
 VERDICTS=$(verdicts)
 RATIOS=$(ratios)
-printf '%s\n\n%s\n\n%s\n' "$TABLE" "$RATIOS" "$VERDICTS"
+printf '%s\n\n%s\n\n%s\n\n%s\n' "$TABLE" "$PHASES" "$RATIOS" "$VERDICTS"
 
 GOBENCH_OUT="(skipped: BENCH_GOBENCH=0)"
 if [ "$GOBENCH" = 1 ]; then
-	say "go test -bench Build ./internal/gen/"
-	GOBENCH_OUT=$($GO test -run XXX -bench Build -benchmem -count 1 ./internal/gen/ 2>&1) || die "go test -bench failed: $GOBENCH_OUT"
+	say "go test -bench 'Build|Apply' ./internal/gen/ ./internal/tree/"
+	GOBENCH_OUT=$($GO test -run XXX -bench 'Build|Apply' -benchmem -count 1 ./internal/gen/ ./internal/tree/ 2>&1) || die "go test -bench failed: $GOBENCH_OUT"
 	printf '%s\n' "$GOBENCH_OUT"
 fi
 LOAD_AFTER_GO=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -369,15 +413,25 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo
 	printf '%s\n' "$VERDICTS"
 	echo
-	echo "gvisorgen does not report its phases (evaluate, render, write) itself. From this table: \`check\` is evaluate +"
-	echo "render + compare, and \`generate\` from an empty tree minus \`check\` approximates the write phase; the Go"
-	echo "micro-benchmark below is evaluate + render in memory."
+	echo "## Phases"
+	echo
+	echo "gvisorgen's own account (\`--timings\`) of its runs that evaluate (the last run of each row): load is parsing and"
+	echo "building the CUE module, evaluate the CUE evaluation of every target (parts rendered by CUE and parts shared"
+	echo "with a target whose values are the same but for the name), vet the Go rules, render the YAML and kustomize"
+	echo "order, plan/compare the comparison with the disk, write the files."
+	echo
+	printf '%s\n' "$PHASES"
 	echo
 	echo "## What is measured"
 	echo
 	echo "- A fleet of N targets is the 3 inline defaults (kind, gke, eks) plus N-3 files \`targets/c0001.yaml\`...:"
-	echo "  profiles in turn, every target its own \`gvisor.nodeSelector\`, every 5th a newer \`gvisor.version\`, every 10th the"
-	echo "  seed's tolerations and RuntimeClass scheduling. Each fleet lives in a temp copy of \`cue/\`."
+	echo "  profiles in turn, a \`gvisor.nodeSelector\` node pool out of 7, every 5th a newer \`gvisor.version\`, every 10th the"
+	echo "  seed's tolerations and RuntimeClass scheduling: 66 distinct sets of values besides the name, as a real fleet"
+	echo "  repeats a few shapes. **every target distinct**: each target its own node pool, so no two render alike (the"
+	echo "  worst case for gvisorgen's sharing). Each fleet lives in a temp copy of \`cue/\`."
+	echo "- **cache warm**: gvisorgen's cache of fresh trees (keyed by the hash of every input and of the binary) holds an"
+	echo "  entry from a priming run, so the run hashes inputs and files and compares; **no cache**: \`--no-cache\`, every run"
+	echo "  evaluates everything; **empty tree** runs always evaluate (\`--no-cache\`)."
 	echo "- **empty tree**: \`overlays/ generated/ delivery/ smoke/\` removed before each run; **no-op** and **check**: the"
 	echo "  tree already fresh. gvisorgen also writes \`delivery/\` and \`smoke/\` and runs vet's rules; the alternatives make only"
 	echo "  the \`generated/<t>/\` objects, so they do less work than gvisorgen."
@@ -391,11 +445,11 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo "  (compared as canonical JSON, \`ci/bench/benchtool canon\`): $(same=$(printf '%s; ' "${SAME[@]}"); echo "${same%; }")."
 	echo "  The plain pipeline at 1000 targets (par$NPROC only) is the same code path and is not compared again."
 	echo "- There is no no-op mode in the alternatives: a drift check with them renders everything and diffs, so"
-	echo "  \`check\` and a no-op \`generate\` are compared with their full render time."
+	echo "  \`check\` and a no-op \`generate\` (with and without the cache) are compared with their full render time."
 	echo
 	echo "## Go micro-benchmarks"
 	echo
-	echo "\`go test -run XXX -bench Build -benchmem ./internal/gen/\` (evaluate + render in memory, no writes), same run:"
+	echo "\`go test -run XXX -bench 'Build|Apply' -benchmem ./internal/gen/ ./internal/tree/\` (Build: evaluate + render in memory, no writes; Apply: writing a 1000-target tree of 19,000 files), same run:"
 	echo
 	echo '```'
 	printf '%s\n' "$GOBENCH_OUT"

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -52,31 +54,39 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 
 func newGenerate() *cobra.Command {
 	var in inputFlags
-	var noCache bool
+	var noCache, timings bool
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Write overlays/ and generated/ for every target (only what changed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
+			tm := newPhases(timings, cmd.ErrOrStderr())
+			defer tm.print()
 			// Inputs unchanged since a run that left this very tree: nothing to do.
 			cs := cache.Open(in.options(), noCache, cmd.ErrOrStderr())
 			if e := cs.Lookup(); e != nil {
+				tm.lap("cache hit")
 				fmt.Fprintf(w, "%d targets, %d files, %d changed\n", e.Targets, len(e.Files), 0)
 				return nil
 			}
+			tm.lap("cache")
 			out, err := gen.Build(in.options())
 			if err != nil {
 				return inputErr(err, exitNo)
 			}
+			tm.build(out)
 			changes, err := out.Plan(in.root)
 			if err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
+			tm.lap("plan")
 			if err := tree.Apply(in.root, changes); err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
+			tm.lap(fmt.Sprintf("write (%d files)", len(changes)))
 			cs.Store(len(out.Result.Targets), out.Roots, out.Files)
+			tm.lap("cache store")
 			for _, c := range changes {
 				fmt.Fprintf(w, "%-6s %s\n", verb(c.Action), c.Path)
 			}
@@ -86,11 +96,57 @@ func newGenerate() *cobra.Command {
 	}
 	in.register(cmd)
 	registerNoCache(cmd, &noCache)
+	registerTimings(cmd, &timings)
 	return cmd
 }
 
 func registerNoCache(cmd *cobra.Command, off *bool) {
 	cmd.Flags().BoolVar(off, "no-cache", false, "always evaluate: neither read nor write the cache of fresh trees (also GVISORGEN_CACHE=off)")
+}
+
+func registerTimings(cmd *cobra.Command, on *bool) {
+	cmd.Flags().BoolVar(on, "timings", false, "print how long each phase took to stderr")
+}
+
+// phases times a command's phases for --timings.
+type phases struct {
+	on    bool
+	w     io.Writer
+	start time.Time
+	last  time.Time
+	parts []string
+}
+
+func newPhases(on bool, w io.Writer) *phases {
+	now := time.Now()
+	return &phases{on: on, w: w, start: now, last: now}
+}
+
+func (p *phases) lap(name string) {
+	now := time.Now()
+	p.add(name, now.Sub(p.last))
+	p.last = now
+}
+
+func (p *phases) add(name string, d time.Duration) {
+	p.parts = append(p.parts, fmt.Sprintf("%s %.3fs", name, d.Seconds()))
+}
+
+// build records gen.Build's own phases.
+func (p *phases) build(out *gen.Output) {
+	t, r := out.Timings, out.Result
+	p.add("load", t.Load)
+	p.add(fmt.Sprintf("evaluate (%d targets: %d parts rendered, %d shared)", len(r.Targets), r.Rendered, r.Shared), t.Evaluate)
+	p.add("vet", t.Vet)
+	p.add(fmt.Sprintf("render (%d files)", len(out.Files)), t.Render)
+	p.last = time.Now()
+}
+
+func (p *phases) print() {
+	if !p.on {
+		return
+	}
+	fmt.Fprintf(p.w, "timings: %s; total %.3fs\n", strings.Join(p.parts, ", "), time.Since(p.start).Seconds())
 }
 
 func verb(a tree.Action) string {
@@ -99,27 +155,33 @@ func verb(a tree.Action) string {
 
 func newCheck() *cobra.Command {
 	var in inputFlags
-	var noCache bool
+	var noCache, timings bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Exit 1 when overlays/ or generated/ differ from what generate would write",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tm := newPhases(timings, cmd.ErrOrStderr())
+			defer tm.print()
 			// Inputs unchanged since a run that left this very tree: fresh.
 			cs := cache.Open(in.options(), noCache, cmd.ErrOrStderr())
 			if e := cs.Lookup(); e != nil {
+				tm.lap("cache hit")
 				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", e.Targets, len(e.Files))
 				return nil
 			}
+			tm.lap("cache")
 			out, err := gen.Build(in.options())
 			if err != nil {
 				// check cannot answer when the inputs do not evaluate.
 				return &exitErr{code: exitError, err: err}
 			}
+			tm.build(out)
 			changes, err := out.Plan(in.root)
 			if err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
+			tm.lap("compare")
 			if len(changes) == 0 {
 				cs.Store(len(out.Result.Targets), out.Roots, out.Files)
 				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", len(out.Result.Targets), len(out.Files))
@@ -139,6 +201,7 @@ func newCheck() *cobra.Command {
 	}
 	in.register(cmd)
 	registerNoCache(cmd, &noCache)
+	registerTimings(cmd, &timings)
 	return cmd
 }
 
