@@ -5,6 +5,9 @@
 # inline-embedded Go structs that cue v0.17.1 writes as named, required fields
 # (TypeMeta, VolumeSource, ProbeHandler, LocalObjectReference, ...): without the
 # repair, apiVersion/kind and e.g. volumes[].hostPath are rejected as "field not allowed".
+# Last, ci/schemaprune keeps only the top-level declarations that cue/*.cue reach
+# (every process parses and compiles cue.mod/gen at start-up): a module file that
+# starts using another definition needs `make schemas` again.
 set -eu
 CUE=${CUE:-cue}
 GO=${GO:-go}
@@ -47,3 +50,6 @@ kust=$(moddir "$FLUX_KUSTOMIZE")/config/crd/bases
 crd argoproj.io v1alpha1 "$argo/application-crd.yaml" "$argo/applicationset-crd.yaml"
 crd source.toolkit.fluxcd.io v1 "$source/source.toolkit.fluxcd.io_gitrepositories.yaml"
 crd kustomize.toolkit.fluxcd.io v1 "$kust/kustomize.toolkit.fluxcd.io_kustomizations.yaml"
+# Keep only what the module reaches (run from the repository root: the pruner is
+# a package of the main Go module).
+(cd .. && "$GO" run ./ci/schemaprune cue)
