@@ -59,7 +59,7 @@ e2e-cluster:
 bench:
 	GO=$(GO) bash ci/bench/run.sh
 
-## schemas: regenerate cue/cue.mod/gen from k8s.io/api and repair it
+## schemas: regenerate cue/cue.mod/gen (cue get go / cue get crd), repair it and prune it to what cue/*.cue uses
 schemas: $(CUE)
 	CUE=$(CUE) sh ci/schemas.sh
 
