@@ -124,7 +124,7 @@ func Load(opts Options) (*Evaluator, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("loading CUE module: %w", err)
 	}
-	insts := load.Instances([]string{"."}, &load.Config{Dir: dir})
+	insts := load.Instances([]string{"."}, &load.Config{Dir: dir, Tags: []string{"gvisorgen"}})
 	if len(insts) != 1 {
 		return nil, fmt.Errorf("loading CUE module %s: want one instance, got %d", dir, len(insts))
 	}

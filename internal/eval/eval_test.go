@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
 )
 
@@ -150,6 +152,28 @@ func TestStockCUECLI(t *testing.T) {
 				b, _ := json.Marshal(o)
 				t.Errorf("%s: object not in cue export: %.200s", tg.Name, strings.TrimSpace(string(b)))
 			}
+		}
+	}
+}
+
+// TestCUEFormatted: the module's own files are as `cue fmt` writes them.
+func TestCUEFormatted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root, "cue", "*.cue"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CUE files: %v", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := format.Source(src)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if !bytes.Equal(got, src) {
+			t.Errorf("%s is not formatted: run `cue fmt ./cue`", filepath.Base(f))
 		}
 	}
 }
