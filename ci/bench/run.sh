@@ -376,8 +376,8 @@ printf '%s\n\n%s\n\n%s\n\n%s\n' "$TABLE" "$PHASES" "$RATIOS" "$VERDICTS"
 
 GOBENCH_OUT="(skipped: BENCH_GOBENCH=0)"
 if [ "$GOBENCH" = 1 ]; then
-	say "go test -bench 'Build|Apply' ./internal/gen/ ./internal/tree/"
-	GOBENCH_OUT=$($GO test -run XXX -bench 'Build|Apply' -benchmem -count 1 ./internal/gen/ ./internal/tree/ 2>&1) || die "go test -bench failed: $GOBENCH_OUT"
+	say "go test -bench 'Build|Apply|TargetParts' ./internal/eval/ ./internal/gen/ ./internal/tree/"
+	GOBENCH_OUT=$($GO test -run XXX -bench 'Build|Apply|TargetParts' -benchmem -count 1 ./internal/eval/ ./internal/gen/ ./internal/tree/ 2>&1) || die "go test -bench failed: $GOBENCH_OUT"
 	printf '%s\n' "$GOBENCH_OUT"
 fi
 LOAD_AFTER_GO=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -422,6 +422,26 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo
 	printf '%s\n' "$PHASES"
 	echo
+	echo "## Where the time goes, and why two targets are not met"
+	echo
+	echo "- **Every target pays CUE twice**: its values (schema, profile, validation, export) and its \`#Delivery\` objects,"
+	echo "  which carry its name and are unified with the Argo CD and Flux types generated from their CRDs. Targets that"
+	echo "  share values but for the name share \`#Render\` and \`#Smoke\` (the largest parts, \`#Objects\` typing included),"
+	echo "  so the sharing fleet renders 66 of each for 1000 targets; the distinct fleet renders all of them. The"
+	echo "  micro-benchmark \`TargetParts\` below gives each part's CPU cost on this machine: values + delivery is the floor"
+	echo "  of a target that shares, all four of one that does not."
+	echo "- **10x faster than cue export + kustomize build at 1000 targets**: not met. That budget is"
+	echo "  ${WALL[plain1000.par$NPROC]:-?} s / 10 of wall time on $NPROC cores. The per-target floor above (values + delivery,"
+	echo "  ~7 ms of CPU at the time of writing) times 1000 targets over $NPROC cores is already that budget, before the"
+	echo "  66 shared renders, the 19,000 file writes (~2 s, \`Apply\`) and garbage collection. Reaching it would take"
+	echo "  dropping CUE from the per-target path (typing delivery objects in Go, or rendering the name-bearing fields"
+	echo "  outside CUE), which would give up the typed CUE design; we did not."
+	echo "- **No-op \`generate\` and \`check\` of 1000 targets under 3 s**: met with the cache (the normal case: hash every"
+	echo "  input and every file, compare); not met with \`--no-cache\`, which evaluates everything (same floor as above)."
+	echo "  A CI runner with no cache evaluates once; the drift gate on a fleet of 1000 takes the \`--no-cache\` time."
+	echo "- **Memory** stays flat: targets keep their values as JSON, not as CUE values (which held the whole evaluation:"
+	echo "  1.4 GB at 1000 targets before), and each distinct object is converted and vetted once."
+	echo
 	echo "## What is measured"
 	echo
 	echo "- A fleet of N targets is the 3 inline defaults (kind, gke, eks) plus N-3 files \`targets/c0001.yaml\`...:"
@@ -449,7 +469,9 @@ dirty=$(git status --porcelain -- cue cmd internal 2>/dev/null | head -1)
 	echo
 	echo "## Go micro-benchmarks"
 	echo
-	echo "\`go test -run XXX -bench 'Build|Apply' -benchmem ./internal/gen/ ./internal/tree/\` (Build: evaluate + render in memory, no writes; Apply: writing a 1000-target tree of 19,000 files), same run:"
+	echo "\`go test -run XXX -bench 'Build|Apply|TargetParts' -benchmem ./internal/eval/ ./internal/gen/ ./internal/tree/\`"
+	echo "(TargetParts: one target's CUE cost, part by part; Build: evaluate + render in memory, no writes; Apply: writing a"
+	echo "1000-target tree of 19,000 files), same run:"
 	echo
 	echo '```'
 	printf '%s\n' "$GOBENCH_OUT"
