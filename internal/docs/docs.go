@@ -144,7 +144,7 @@ func constraint(v cue.Value) string {
 
 // notValues are definitions of the module that are not part of the values
 // contract.
-var notValues = []string{"#Values", "#Profiles", "#Render", "#Delivery", "#Smoke", "#Objects", "#ClusterMeta", "#NamespacedMeta", "#PodSpec", "#Container"}
+var notValues = []string{"#Values", "#Target", "#Profiles", "#Render", "#Delivery", "#Smoke", "#Objects", "#ClusterMeta", "#NamespacedMeta", "#PodSpec", "#Container"}
 
 // Reference writes the values reference of a loaded module.
 func Reference(w io.Writer, schema, profiles, inst cue.Value) error {

@@ -99,7 +99,7 @@ type Evaluator struct {
 	cwd     string
 	ctx     *cue.Context
 	inst    cue.Value
-	schema  cue.Value // #Values
+	schema  cue.Value // #Target: #Values and the name
 	profile cue.Value // #Profiles
 	render  cue.Value // #Render
 	deliver cue.Value // #Delivery
@@ -124,7 +124,11 @@ func Load(opts Options) (*Evaluator, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("loading CUE module: %w", err)
 	}
-	insts := load.Instances([]string{"."}, &load.Config{Dir: dir, Tags: []string{"gvisorgen"}})
+	cfg := &load.Config{Dir: dir}
+	if usesTag(dir, buildTag) {
+		cfg.Tags = []string{buildTag}
+	}
+	insts := load.Instances([]string{"."}, cfg)
 	if len(insts) != 1 {
 		return nil, fmt.Errorf("loading CUE module %s: want one instance, got %d", dir, len(insts))
 	}
@@ -135,17 +139,34 @@ func Load(opts Options) (*Evaluator, error) {
 	if err := e.inst.Err(); err != nil {
 		return nil, e.cueError(err)
 	}
-	e.schema = e.inst.LookupPath(cue.ParsePath("#Values"))
+	e.schema = e.inst.LookupPath(cue.ParsePath("#Target"))
 	e.profile = e.inst.LookupPath(cue.ParsePath("#Profiles"))
 	e.render = e.inst.LookupPath(cue.ParsePath("#Render"))
 	e.deliver = e.inst.LookupPath(cue.ParsePath("#Delivery"))
 	e.smoke = e.inst.LookupPath(cue.ParsePath("#Smoke"))
 	for _, v := range []cue.Value{e.schema, e.profile, e.render, e.deliver, e.smoke} {
 		if !v.Exists() {
-			return nil, fmt.Errorf("CUE module %s lacks #Values, #Profiles, #Render, #Delivery or #Smoke", dir)
+			return nil, fmt.Errorf("CUE module %s lacks #Target, #Profiles, #Render, #Delivery or #Smoke", dir)
 		}
 	}
 	return e, nil
+}
+
+// buildTag is set when loading the module: files for the stock cue CLI only
+// (cue/rendered.cue, @if(!gvisorgen)) are left out.
+const buildTag = "gvisorgen"
+
+// usesTag reports whether a CUE file of dir mentions the tag in an @if
+// attribute: CUE refuses a tag that no file uses, and a module may lack them.
+func usesTag(dir, tag string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.cue"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.Contains(b, []byte("@if(")) && bytes.Contains(b, []byte(tag)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Context is the CUE context of the loaded module.
@@ -157,7 +178,7 @@ func (e *Evaluator) Instance() cue.Value { return e.inst }
 // Profiles is the #Profiles definition.
 func (e *Evaluator) Profiles() cue.Value { return e.profile }
 
-// Schema is the #Values definition.
+// Schema is the #Target definition: #Values and the target's name.
 func (e *Evaluator) Schema() cue.Value { return e.schema }
 
 // Evaluate evaluates every selected target. Every input error of every target
@@ -317,30 +338,27 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	if !prof.Exists() {
 		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: unknown profile %q (want kind, gke or eks)", profile))
 	}
-	// anon is the target without its name: what a part is rendered from when
-	// it may be shared between targets (see memo).
-	anon := v.Unify(prof)
-	v = anon.FillPath(cue.ParsePath("target"), t.name)
+	v = v.Unify(prof).FillPath(cue.ParsePath("target"), t.name)
 	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
 		return nil, targetErr(t.name, err)
 	}
-	values, key, err := exportValues(v)
+	values, nameless, err := exportValues(v)
 	if err != nil {
 		return nil, targetErr(t.name, err)
 	}
 	out := &Target{Name: t.name, Profile: profile, Values: values}
-	// The nameless values must not have a name of their own (a default, or
-	// one the target sets): the shared parts would be rendered from it.
-	name := anon.LookupPath(cue.ParsePath("target"))
-	_, hasDefault := name.Default()
-	if e.opts.NoShare || hasDefault || name.IsConcrete() || anyPrivate(append([]cue.Value{t.val}, user...)) {
-		key = ""
-	}
 	for i, part := range []struct {
 		def cue.Value
 		dst *[]Object
-	}{{e.render, &out.Objects}, {e.deliver, &out.Delivery}, {e.smoke, &out.Smoke}} {
-		objs, err := e.part(i, part.def, key, anon, v)
+		// named: the part gets the name (its objects carry it).
+		named bool
+	}{{e.render, &out.Objects, false}, {e.deliver, &out.Delivery, true}, {e.smoke, &out.Smoke, false}} {
+		var objs []Object
+		if part.named {
+			objs, err = renderPart(part.def, v)
+		} else {
+			objs, err = e.shared(i, part.def, nameless)
+		}
 		if err != nil {
 			return nil, targetErr(t.name, err)
 		}
@@ -349,41 +367,38 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	return out, nil
 }
 
-// part renders one of #Render, #Delivery and #Smoke for a target. Most
-// targets of a fleet differ only in their name and a few values, and a part
-// that does not read the name is a function of the other values: it is
-// rendered from the nameless values once per distinct values (key) and
-// shared. A part that reads the name does not evaluate to concrete objects
-// without it; it is then rendered with the name, for this and every later
-// target.
-func (e *Evaluator) part(i int, def cue.Value, key string, anon, named cue.Value) ([]Object, error) {
+// shared renders #Render or #Smoke. They get the target's concrete values
+// without its name (#Values has no target field), so what they render is a
+// function of those values: it is rendered once per distinct values and
+// shared by every target with the same (most targets of a fleet differ only
+// in their name and a few values). With or without sharing the input is the
+// same, so sharing cannot change a byte.
+func (e *Evaluator) shared(i int, def cue.Value, nameless []byte) ([]Object, error) {
 	m := e.memo
-	m.rendered.Add(1)
-	if key == "" || m.named[i].Load() {
-		return renderPart(def, named)
-	}
-	m.mu.Lock()
-	objs, ok := m.objs[i][key]
-	m.mu.Unlock()
-	if ok {
-		m.rendered.Add(-1)
-		m.shared.Add(1)
-		return objs, nil
-	}
-	objs, err := renderPart(def, anon)
-	if err != nil {
-		// The part reads the name, or the values are bad: rendering with the
-		// name tells which, and its errors are the ones to report.
-		objs, err := renderPart(def, named)
-		if err != nil {
-			return nil, err
+	key := string(nameless)
+	if !e.opts.NoShare {
+		m.mu.Lock()
+		objs, ok := m.objs[i][key]
+		m.mu.Unlock()
+		if ok {
+			m.shared.Add(1)
+			return objs, nil
 		}
-		m.named[i].Store(true)
-		return objs, nil
 	}
-	m.mu.Lock()
-	m.objs[i][key] = objs
-	m.mu.Unlock()
+	m.rendered.Add(1)
+	in := e.ctx.CompileBytes(nameless)
+	if err := in.Err(); err != nil {
+		return nil, err
+	}
+	objs, err := renderPart(def, in)
+	if err != nil {
+		return nil, err
+	}
+	if !e.opts.NoShare {
+		m.mu.Lock()
+		m.objs[i][key] = objs
+		m.mu.Unlock()
+	}
 	return objs, nil
 }
 
@@ -396,8 +411,6 @@ func renderPart(def, values cue.Value) ([]Object, error) {
 type memo struct {
 	mu   sync.Mutex
 	objs [3]map[string][]Object
-	// named[i] is set once part i turned out to read the target's name.
-	named [3]atomic.Bool
 	// Counts for Result.
 	rendered, shared atomic.Int64
 }
@@ -410,65 +423,37 @@ func newMemo() *memo {
 	return m
 }
 
-// exportValues returns a target's values as JSON and the memo key: every
-// regular field but target, as JSON. Two targets with the same key render the
-// same nameless parts.
-func exportValues(v cue.Value) (values []byte, key string, err error) {
-	var b bytes.Buffer
-	var k strings.Builder
+// exportValues returns a target's values as JSON, and the same without the
+// target's name: what #Render and #Smoke are rendered from.
+func exportValues(v cue.Value) (values, nameless []byte, err error) {
+	var b, n bytes.Buffer
 	it, err := v.Fields()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	b.WriteByte('{')
+	n.WriteByte('{')
 	for it.Next() {
 		j, err := it.Value().MarshalJSON()
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		label, _ := json.Marshal(it.Selector().Unquoted())
-		if b.Len() > 1 {
-			b.WriteByte(',')
+		for _, w := range []*bytes.Buffer{&b, &n} {
+			if w == &n && it.Selector().Unquoted() == "target" {
+				continue
+			}
+			if w.Len() > 1 {
+				w.WriteByte(',')
+			}
+			w.Write(label)
+			w.WriteByte(':')
+			w.Write(j)
 		}
-		b.Write(label)
-		b.WriteByte(':')
-		b.Write(j)
-		if it.Selector().Unquoted() == "target" {
-			continue
-		}
-		k.Write(label)
-		k.WriteByte(0)
-		k.Write(j)
-		k.WriteByte(0)
 	}
 	b.WriteByte('}')
-	return b.Bytes(), k.String(), nil
-}
-
-func anyPrivate(vs []cue.Value) bool {
-	for _, v := range vs {
-		if hasPrivate(v) {
-			return true
-		}
-	}
-	return false
-}
-
-// hasPrivate reports whether a target's own value declares hidden fields or
-// definitions anywhere: they do not show in its JSON, so the memo key would
-// not tell two such targets apart.
-func hasPrivate(v cue.Value) bool {
-	it, err := v.Fields(cue.Hidden(true), cue.Definitions(true), cue.Optional(true))
-	if err != nil {
-		return false
-	}
-	for it.Next() {
-		t := it.Selector().LabelType()
-		if t.IsHidden() || t.IsDefinition() || hasPrivate(it.Value()) {
-			return true
-		}
-	}
-	return false
+	n.WriteByte('}')
+	return b.Bytes(), n.Bytes(), nil
 }
 
 // objectsAt validates a struct of objects and exports them in declaration order.
@@ -672,12 +657,12 @@ func appendPos(list []token.Pos, ps ...token.Pos) []token.Pos {
 	return list
 }
 
-// userPath drops the schema's own prefix (#Values, values, #Objects."v1/Kind")
+// userPath drops the schema's own prefix (#Values, #Target, values, #Objects."v1/Kind")
 // from a path.
 func userPath(p []string) string {
 	for len(p) > 0 {
 		switch p[0] {
-		case "#Values", "values", "#Render":
+		case "#Values", "#Target", "values", "#Render":
 			p = p[1:]
 			continue
 		case "#Objects":
