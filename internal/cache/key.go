@@ -69,6 +69,12 @@ func Key(opts eval.Options) (string, error) {
 	}
 
 	// The CUE module: every file, cue.mod/ and the installer scripts too.
+	// The loader looks for cue.mod upwards; when it is not in the CUE folder,
+	// files above it (cue.mod/, package files of parent folders) are read too,
+	// and hashing only the folder would miss them: no key then.
+	if fi, err := os.Stat(filepath.Join(opts.Root, cueDir, "cue.mod")); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s has no cue.mod folder: the module root is elsewhere, which the cache does not cover", cueDir)
+	}
 	k.field("section", "cue")
 	if err := k.tree(filepath.Join(opts.Root, cueDir), ""); err != nil {
 		return "", err
