@@ -355,6 +355,7 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	}{{e.render, &out.Objects, false}, {e.deliver, &out.Delivery, true}, {e.smoke, &out.Smoke, false}} {
 		var objs []Object
 		if part.named {
+			e.memo.rendered.Add(1)
 			objs, err = renderPart(part.def, v)
 		} else {
 			objs, err = e.shared(i, part.def, nameless)
