@@ -29,6 +29,8 @@ vet: build
 ## test: lint, unit, golden, CLI and kustomize-parity tests
 test: $(KUSTOMIZE) $(CUE) lint
 	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 ./...
+	# every benchmark once, so that make bench's cannot rot
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
 
 ## lint: actionlint on the workflows, shellcheck on the scripts (installs both when missing)
 lint:
