@@ -159,10 +159,11 @@ const buildTag = "gvisorgen"
 // usesTag reports whether a CUE file of dir mentions the tag in an @if
 // attribute: CUE refuses a tag that no file uses, and a module may lack them.
 func usesTag(dir, tag string) bool {
+	attr := regexp.MustCompile(`@if\([^)]*\b` + regexp.QuoteMeta(tag) + `\b[^)]*\)`)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.cue"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if err == nil && bytes.Contains(b, []byte("@if(")) && bytes.Contains(b, []byte(tag)) {
+		if err == nil && attr.Match(b) {
 			return true
 		}
 	}

@@ -177,3 +177,26 @@ func TestCUEFormatted(t *testing.T) {
 		}
 	}
 }
+
+// TestUsesTag: the build tag is passed only when an @if attribute names it
+// (CUE refuses a tag no file uses); another @if in a file of the package,
+// whose package clause also says gvisorgen, does not count.
+func TestUsesTag(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want bool
+	}{
+		{"@if(!gvisorgen)\n\npackage gvisorgen\n", true},
+		{"@if(prod && !gvisorgen)\n\npackage gvisorgen\n", true},
+		{"@if(prod)\n\npackage gvisorgen\n", false},
+		{"package gvisorgen\n", false},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "a.cue"), []byte(c.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := usesTag(dir, buildTag); got != c.want {
+			t.Errorf("%q: usesTag = %t, want %t", c.src, got, c.want)
+		}
+	}
+}
