@@ -58,13 +58,13 @@ func Object(apiVersion, kind string, data []byte) error {
 // object is vetted once.
 func Targets(ts []eval.Target) Report {
 	var r Report
-	done := map[string][]string{}
+	// done[decode] holds the findings by the object's JSON.
+	done := map[bool]map[string][]string{true: {}, false: {}}
 	// vetted returns the findings of one object; decode says whether the Go
 	// types decode it (delivery objects have none here: the CUE types generated
 	// from their CRDs check them during evaluation).
 	vetted := func(o eval.Object, decode bool) []string {
-		key := fmt.Sprintf("%t\x00%s", decode, o.JSON)
-		if found, ok := done[key]; ok {
+		if found, ok := done[decode][string(o.JSON)]; ok {
 			return found
 		}
 		var found []string
@@ -78,7 +78,7 @@ func Targets(ts []eval.Target) Report {
 		for _, pr := range Check(o.APIVersion, o.Kind, o.JSON) {
 			found = append(found, pr.String())
 		}
-		done[key] = found
+		done[decode][string(o.JSON)] = found
 		return found
 	}
 	for _, t := range ts {
