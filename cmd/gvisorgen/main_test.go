@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -47,8 +48,34 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"snapshot": snapshot,
+			"backdate": backdate,
 		},
 	})
+}
+
+// backdate: every file of the work folder (the cache aside) an hour old, as
+// inputs are when nobody edits them during a run (the cache stores nothing
+// when an input was written within its slack of the run's start).
+func backdate(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: backdate")
+	}
+	old := time.Now().Add(-time.Hour)
+	err := filepath.WalkDir(ts.MkAbs("."), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".cache" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			return os.Chtimes(p, old, old)
+		}
+		return nil
+	})
+	if err != nil {
+		ts.Fatalf("backdate: %v", err)
+	}
 }
 
 // snapshot save NAME | snapshot same NAME: records the tree's files (paths,

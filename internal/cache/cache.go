@@ -346,7 +346,13 @@ type Session struct {
 	dir   string
 	key   string
 	debug io.Writer
+	// opened is when the run began reading its inputs.
+	opened time.Time
 }
+
+// mtimeSlack covers file systems whose timestamps are coarse: an input
+// written this long before a run counts as written during it.
+const mtimeSlack = 2 * time.Second
 
 // Open starts a session: off when off is true or GVISORGEN_CACHE=off, or when
 // the inputs cannot all be read. With GVISORGEN_CACHE_DEBUG set (not 0), it
@@ -374,12 +380,13 @@ func Open(opts eval.Options, off bool, stderr io.Writer) *Session {
 		say("cache: miss (no cache folder: set GVISORGEN_CACHE_DIR, XDG_CACHE_HOME or HOME)")
 		return nil
 	}
+	opened := time.Now()
 	key, err := Key(opts)
 	if err != nil {
 		say("cache: miss (inputs not hashed: %v)", err)
 		return nil
 	}
-	return &Session{opts: opts, dir: dir, key: key, debug: debug}
+	return &Session{opts: opts, dir: dir, key: key, debug: debug, opened: opened}
 }
 
 func (s *Session) say(format string, args ...any) {
@@ -420,14 +427,21 @@ func (s *Session) Lookup() *Entry {
 
 // Store remembers that the disk now holds exactly files (and nothing to prune
 // in roots). Call it only once the tree on disk is the wanted tree. Nothing
-// is stored when an input changed while the run evaluated; errors writing the
-// cache are ignored.
+// is stored when an input changed while the run evaluated — also when it was
+// changed and changed back (the run may have read the in-between content, and
+// the key would not show it): an input written during the run is enough.
+// Errors writing the cache are ignored.
 func (s *Session) Store(targets int, roots []string, files []tree.File) {
 	if s == nil {
 		return
 	}
-	if key, err := Key(s.opts); err != nil || key != s.key {
+	key, newest, err := keyInfo(s.opts)
+	if err != nil || key != s.key {
 		s.say("cache: not stored (the inputs changed during the run)")
+		return
+	}
+	if !newest.Before(s.opened.Add(-mtimeSlack)) {
+		s.say("cache: not stored (an input was written during the run)")
 		return
 	}
 	e := NewEntry(s.key, len(s.opts.Only) == 0, targets, roots, files)

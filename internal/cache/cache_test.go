@@ -8,11 +8,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 )
 
+// write writes a file an hour old, as inputs are when nobody edits them
+// during a run (Store stores nothing after a fresh write: see TestSessionABA).
 func write(t *testing.T, root, p, data string) {
 	t.Helper()
 	full := filepath.Join(root, filepath.FromSlash(p))
@@ -21,6 +24,38 @@ func write(t *testing.T, root, p, data string) {
 	}
 	if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(full, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSessionABA: an input changed and changed back during a run hashes as
+// before, but the run may have read the in-between content: nothing is
+// stored, because the input was written after the run began.
+func TestSessionABA(t *testing.T) {
+	fixture(t, false)
+	t.Setenv("GVISORGEN_CACHE_DIR", t.TempDir())
+	t.Setenv("GVISORGEN_CACHE_DEBUG", "1")
+	var log bytes.Buffer
+	files := []tree.File{{Path: "generated/kind/daemonset.yaml", Data: []byte(tree.Header + "kind: DaemonSet\n")}}
+	s := Open(baseOpts(), false, &log)
+	orig, err := os.ReadFile("cue/a.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, content := range [][]byte{[]byte("package x\na: 99\n"), orig} {
+		if err := os.WriteFile("cue/a.cue", content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if key, err := Key(baseOpts()); err != nil || key != s.key {
+		t.Fatalf("the restored input hashes differently: %v", err)
+	}
+	s.Store(1, []string{"generated/kind"}, files)
+	if !strings.Contains(log.String(), "cache: not stored (an input was written during the run)") {
+		t.Errorf("log: %s", log.String())
 	}
 }
 

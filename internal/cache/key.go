@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/render"
@@ -35,12 +36,31 @@ var envKeys = []string{"CUE_EXPERIMENT", "CUE_DEBUG", "CUE_REGISTRY"}
 // overlays/*/patches/. It fails when any of them cannot be read; the caller
 // then runs without the cache.
 func Key(opts eval.Options) (string, error) {
+	key, _, err := keyInfo(opts)
+	return key, err
+}
+
+// keyInfo is Key and the latest modification time of the files it hashed.
+func keyInfo(opts eval.Options) (string, time.Time, error) {
+	key, k, err := keyOf(opts)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return key, k.newest, nil
+}
+
+func keyOf(opts eval.Options) (string, *keyWriter, error) {
+	k := newKeyWriter()
+	key, err := k.key(opts)
+	return key, k, err
+}
+
+func (k *keyWriter) key(opts eval.Options) (string, error) {
 	id, err := binaryID()
 	if err != nil {
 		return "", err
 	}
 	cueDir, targetsDir := dirs(opts)
-	k := newKeyWriter()
 	k.field("version", Version)
 	k.field("binary", id)
 	for _, name := range envKeys {
@@ -54,10 +74,11 @@ func Key(opts eval.Options) (string, error) {
 	k.field("cue-dir", cueDir)
 	k.field("targets-dir", targetsDir)
 	for _, f := range opts.ValuesFiles {
-		sum, err := fileSum(f)
+		sum, mtime, err := fileSumTime(f)
 		if err != nil {
 			return "", err
 		}
+		k.touched(mtime)
 		k.field("values-file", f)
 		k.field("values-sha256", sum)
 	}
@@ -142,6 +163,14 @@ func dirs(opts eval.Options) (cueDir, targetsDir string) {
 // different sequences of fields encode to the same bytes.
 type keyWriter struct {
 	h hash.Hash
+	// newest is the latest modification time of the files hashed.
+	newest time.Time
+}
+
+func (k *keyWriter) touched(t time.Time) {
+	if t.After(k.newest) {
+		k.newest = t
+	}
 }
 
 func newKeyWriter() *keyWriter { return &keyWriter{h: sha256.New()} }
@@ -191,10 +220,11 @@ func (k *keyWriter) file(abs, rel string, mode fs.FileMode) error {
 	if !mode.IsRegular() {
 		return fmt.Errorf("%s is not a regular file", abs)
 	}
-	sum, err := fileSum(abs)
+	sum, mtime, err := fileSumTime(abs)
 	if err != nil {
 		return err
 	}
+	k.touched(mtime)
 	k.field("file", rel)
 	k.field("sha256", sum)
 	return nil
@@ -202,23 +232,29 @@ func (k *keyWriter) file(abs, rel string, mode fs.FileMode) error {
 
 // fileSum is the hex sha256 of a regular file's content.
 func fileSum(name string) (string, error) {
+	sum, _, err := fileSumTime(name)
+	return sum, err
+}
+
+// fileSumTime is fileSum and the file's modification time.
+func fileSumTime(name string) (string, time.Time, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", name)
+		return "", time.Time{}, fmt.Errorf("%s is not a regular file", name)
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), fi.ModTime(), nil
 }
 
 var binaryOnce struct {
