@@ -440,22 +440,26 @@ func exportValues(v cue.Value) (values, nameless []byte, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		label, _ := json.Marshal(it.Selector().Unquoted())
-		for _, w := range []*bytes.Buffer{&b, &n} {
-			if w == &n && it.Selector().Unquoted() == "target" {
-				continue
-			}
-			if w.Len() > 1 {
-				w.WriteByte(',')
-			}
-			w.Write(label)
-			w.WriteByte(':')
-			w.Write(j)
+		name := it.Selector().Unquoted()
+		label, _ := json.Marshal(name)
+		member(&b, label, j)
+		if name != "target" {
+			member(&n, label, j)
 		}
 	}
 	b.WriteByte('}')
 	n.WriteByte('}')
 	return b.Bytes(), n.Bytes(), nil
+}
+
+// member appends "label":value to a JSON object being written.
+func member(w *bytes.Buffer, label, value []byte) {
+	if w.Len() > 1 {
+		w.WriteByte(',')
+	}
+	w.Write(label)
+	w.WriteByte(':')
+	w.Write(value)
 }
 
 // objectsAt validates a struct of objects and exports them in declaration order.
