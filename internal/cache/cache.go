@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
-	"github.com/gvisorgen/gvisorgen/internal/render"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 )
 
@@ -240,7 +240,7 @@ func Fresh(root string, e *Entry) string {
 		for _, r := range e.Roots {
 			owned[r] = true
 		}
-		for _, top := range render.TopDirs {
+		for _, top := range layout.Outputs {
 			entries, err := os.ReadDir(filepath.Join(root, top))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
-	"github.com/gvisorgen/gvisorgen/internal/render"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 )
 
 // Version names the key's encoding and the entry's format; changing either
@@ -122,7 +122,7 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 
 	// The hand-written patches of every overlay.
 	k.field("section", "patches")
-	overlays := filepath.Join(opts.Root, render.OverlaysDir)
+	overlays := filepath.Join(opts.Root, layout.OverlaysDir)
 	entries, err = os.ReadDir(overlays)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -131,7 +131,7 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 		if e.Type().IsRegular() {
 			continue // a file beside the target folders, e.g. a README
 		}
-		dir := filepath.Join(overlays, e.Name(), render.PatchesDir)
+		dir := filepath.Join(overlays, e.Name(), layout.PatchesDir)
 		fi, err := os.Stat(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
@@ -141,7 +141,7 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 		case !fi.IsDir():
 			return "", fmt.Errorf("%s is not a folder", dir)
 		}
-		if err := k.tree(dir, path.Join(render.OverlaysDir, e.Name(), render.PatchesDir)); err != nil {
+		if err := k.tree(dir, path.Join(layout.OverlaysDir, e.Name(), layout.PatchesDir)); err != nil {
 			return "", err
 		}
 	}
@@ -151,10 +151,10 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 func dirs(opts eval.Options) (cueDir, targetsDir string) {
 	cueDir, targetsDir = opts.CUEDir, opts.TargetsDir
 	if cueDir == "" {
-		cueDir = "cue"
+		cueDir = layout.CUEDir
 	}
 	if targetsDir == "" {
-		targetsDir = "targets"
+		targetsDir = layout.TargetsDir
 	}
 	return cueDir, targetsDir
 }

@@ -20,6 +20,8 @@ import (
 	"cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/load"
 	"cuelang.org/go/cue/token"
+
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 )
 
 // ReservedNames cannot name a target: they are folders of the tree itself.
@@ -110,10 +112,10 @@ type Evaluator struct {
 // Load loads and builds the CUE module.
 func Load(opts Options) (*Evaluator, error) {
 	if opts.CUEDir == "" {
-		opts.CUEDir = "cue"
+		opts.CUEDir = layout.CUEDir
 	}
 	if opts.TargetsDir == "" {
-		opts.TargetsDir = "targets"
+		opts.TargetsDir = layout.TargetsDir
 	}
 	cwd, err := os.Getwd()
 	if err != nil {

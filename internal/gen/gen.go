@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/render"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 	"github.com/gvisorgen/gvisorgen/internal/vet"
@@ -71,16 +72,16 @@ func Build(opts eval.Options) (*Output, error) {
 			return nil, err
 		}
 		out.Files = append(out.Files, files...)
-		out.Roots = append(out.Roots, render.Roots(t.Name)...)
+		out.Roots = append(out.Roots, layout.Roots(t.Name)...)
 	}
 	if len(opts.Only) == 0 {
 		// The fleet-wide objects sit directly in delivery/.
-		fleet, err := render.Plain(render.DeliveryDir, res.Fleet)
+		fleet, err := render.Plain(layout.DeliveryDir, res.Fleet)
 		if err != nil {
 			return nil, err
 		}
 		out.Files = append(out.Files, fleet...)
-		out.Roots = append(out.Roots, render.DeliveryDir)
+		out.Roots = append(out.Roots, layout.DeliveryDir)
 		stale, err := undeclared(opts.Root, res.All)
 		if err != nil {
 			return nil, err
@@ -100,7 +101,7 @@ func undeclared(root string, declared []string) ([]string, error) {
 		known[n] = true
 	}
 	var out []string
-	for _, top := range render.TopDirs {
+	for _, top := range layout.Outputs {
 		entries, err := os.ReadDir(filepath.Join(root, top))
 		if os.IsNotExist(err) {
 			continue

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/render"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 )
@@ -105,7 +106,7 @@ func TestKustomizeParity(t *testing.T) {
 	}
 	for _, tg := range out.Result.Targets {
 		t.Run(tg.Name, func(t *testing.T) {
-			cmd := exec.Command(bin, "build", filepath.Join(dir, render.OverlaysDir, tg.Name))
+			cmd := exec.Command(bin, "build", filepath.Join(dir, layout.OverlaysDir, tg.Name))
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			cli, err := cmd.Output()
@@ -117,7 +118,7 @@ func TestKustomizeParity(t *testing.T) {
 			}
 			docs := strings.Split(string(cli), "\n---\n")
 			var joined []string
-			gen := filepath.Join(dir, render.GeneratedDir, tg.Name)
+			gen := filepath.Join(dir, layout.GeneratedDir, tg.Name)
 			entries, err := os.ReadDir(gen)
 			if err != nil {
 				t.Fatal(err)

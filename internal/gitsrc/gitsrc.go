@@ -11,11 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-)
 
-// Inputs are the top-level paths the generator reads.
-var Inputs = []string{"cue", "targets", "overlays"}
+	"github.com/gvisorgen/gvisorgen/internal/layout"
+)
 
 // Resolve returns the commit a ref names, or an error saying the ref is unknown.
 func Resolve(repo, ref string) (string, error) {
@@ -42,7 +42,8 @@ func MergeBase(repo string) (string, error) {
 	return "", errors.New("no main branch (origin/main, main, origin/master, master) to diff against: pass --base")
 }
 
-// Export writes the generator's inputs at commit into dest.
+// Export writes the generator's inputs and its committed outputs at commit
+// into dest: what `diff` evaluates, and what Argo CD or Flux would sync.
 func Export(repo, commit, dest string) error {
 	out, err := git(repo, "ls-tree", "--name-only", commit, "--")
 	if err != nil {
@@ -54,14 +55,17 @@ func Export(repo, commit, dest string) error {
 	}
 	args := []string{"archive", "--format=tar", commit, "--"}
 	n := 0
-	for _, p := range Inputs {
+	for _, p := range append(slices.Clone(layout.Inputs), layout.Outputs...) {
+		if slices.Contains(args, p) {
+			continue
+		}
 		if present[p] {
 			args = append(args, p)
 			n++
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("commit %.12s holds none of %s", commit, strings.Join(Inputs, ", "))
+		return fmt.Errorf("commit %.12s holds none of %s", commit, strings.Join(layout.Inputs, ", "))
 	}
 	tarball, err := git(repo, args...)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gvisorgen/gvisorgen/internal/render"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 )
 
@@ -53,7 +53,7 @@ func Compare(base, head []tree.File) []Entry {
 func rendered(files []tree.File) map[string][]byte {
 	m := map[string][]byte{}
 	for _, f := range files {
-		if strings.HasPrefix(f.Path, render.GeneratedDir+"/") {
+		if strings.HasPrefix(f.Path, layout.GeneratedDir+"/") {
 			m[f.Path] = tree.StripHeader(f.Data)
 		}
 	}
@@ -61,7 +61,7 @@ func rendered(files []tree.File) map[string][]byte {
 }
 
 func entry(p, change string, c tree.Change) Entry {
-	rel := strings.TrimPrefix(p, render.GeneratedDir+"/")
+	rel := strings.TrimPrefix(p, layout.GeneratedDir+"/")
 	target, file := path.Split(rel)
 	e := Entry{Target: strings.TrimSuffix(target, "/"), File: file, Change: change, Diff: tree.UnifiedDiff(c)}
 	for _, l := range strings.Split(e.Diff, "\n") {

@@ -17,30 +17,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 )
-
-const (
-	// The tree's top folders.
-	OverlaysDir  = "overlays"
-	GeneratedDir = "generated"
-	DeliveryDir  = "delivery"
-	SmokeDir     = "smoke"
-	// PatchesDir is the hand-written part of an overlay.
-	PatchesDir = "patches"
-)
-
-// TopDirs are the folders that hold one folder per target.
-var TopDirs = []string{OverlaysDir, GeneratedDir, DeliveryDir, SmokeDir}
-
-// Roots are the folders a target owns: generate writes and prunes only there.
-func Roots(target string) []string {
-	var out []string
-	for _, d := range TopDirs {
-		out = append(out, path.Join(d, target))
-	}
-	return out
-}
 
 // Plain writes objects as they are (no kustomize), one file per object under
 // dir: the delivery objects and the smoke test.
@@ -101,7 +80,7 @@ func Target(root string, t eval.Target) ([]tree.File, error) {
 // Target renders one target: its overlay files and its rendered output. root
 // is the repository root, read for the target's hand-written patches.
 func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
-	overlay := path.Join(OverlaysDir, t.Name)
+	overlay := path.Join(layout.OverlaysDir, t.Name)
 	files, err := rd.plain(overlay, t.Objects)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", t.Name, err)
@@ -115,19 +94,19 @@ func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 		return nil, fmt.Errorf("target %s: %w", t.Name, err)
 	}
 	kust := kustomization(resources, patches)
-	files = append(files, tree.File{Path: path.Join(overlay, "kustomization.yaml"), Data: kust})
+	files = append(files, tree.File{Path: path.Join(overlay, layout.Kustomization), Data: kust})
 
 	rendered, err := rd.rendered(t, files, patches, overlay)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: kustomize build %s: %w", t.Name, overlay, err)
 	}
 	for _, r := range rendered {
-		files = append(files, tree.File{Path: path.Join(GeneratedDir, t.Name, r.Path), Data: r.Data})
+		files = append(files, tree.File{Path: path.Join(layout.GeneratedDir, t.Name, r.Path), Data: r.Data})
 	}
 	for _, part := range []struct {
 		dir  string
 		objs []eval.Object
-	}{{DeliveryDir, t.Delivery}, {SmokeDir, t.Smoke}} {
+	}{{layout.DeliveryDir, t.Delivery}, {layout.SmokeDir, t.Smoke}} {
 		more, err := rd.plain(path.Join(part.dir, t.Name), part.objs)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", t.Name, err)
@@ -160,7 +139,7 @@ type patchSet struct {
 
 func userPatches(overlayDir string) (patchSet, error) {
 	var ps patchSet
-	dir := filepath.Join(overlayDir, PatchesDir)
+	dir := filepath.Join(overlayDir, layout.PatchesDir)
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
 		return ps, nil
@@ -184,7 +163,7 @@ func userPatches(overlayDir string) (patchSet, error) {
 		if e.Name() == "kustomization.yaml" || e.Name() == "kustomization.yml" {
 			ps.component = true
 		}
-		ps.files = append(ps.files, tree.File{Path: path.Join(PatchesDir, e.Name()), Data: b})
+		ps.files = append(ps.files, tree.File{Path: path.Join(layout.PatchesDir, e.Name()), Data: b})
 	}
 	sort.Slice(ps.files, func(i, j int) bool { return ps.files[i].Path < ps.files[j].Path })
 	return ps, nil
@@ -202,7 +181,7 @@ func kustomization(resources []string, ps patchSet) []byte {
 		fmt.Fprintf(&b, "- %s\n", r)
 	}
 	if ps.component {
-		fmt.Fprintf(&b, "components:\n- %s\n", PatchesDir)
+		fmt.Fprintf(&b, "components:\n- %s\n", layout.PatchesDir)
 	} else if len(ps.files) > 0 {
 		b.WriteString("patches:\n")
 		for _, f := range ps.files {
