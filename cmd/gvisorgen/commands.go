@@ -4,16 +4,13 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gvisorgen/gvisorgen/internal/cache"
-	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/gen"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
-	"github.com/gvisorgen/gvisorgen/internal/vet"
 )
 
 // inputFlags are accepted the same way by every command that evaluates.
@@ -22,131 +19,101 @@ type inputFlags struct {
 	values  []string
 	sets    []string
 	targets []string
+	noCache bool
+	timings bool
 }
 
-func (f *inputFlags) register(cmd *cobra.Command) {
+func (f *inputFlags) register(cmd *cobra.Command, cached bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.root, "root", ".", "repository root (holds cue/, targets/, overlays/, generated/)")
-	fl.StringArrayVarP(&f.values, "values", "f", nil, "values file (.cue, .yaml, .yml, .json) unified into every target; repeatable")
+	fl.StringArrayVarP(&f.values, "values", "f", nil, "values file (.cue, .yaml, .yml, .json; - reads YAML from stdin) unified into every target; repeatable")
 	fl.StringArrayVar(&f.sets, "set", nil, "set one value, path=value (e.g. gvisor.version=20250101); repeatable")
 	fl.StringArrayVar(&f.targets, "target", nil, "only this target; repeatable (default: all)")
+	if cached {
+		fl.BoolVar(&f.noCache, "no-cache", false, "always evaluate: neither read nor write the cache of fresh trees (also GVISORGEN_CACHE=off)")
+		fl.BoolVar(&f.timings, "timings", false, "print how long each phase took to stderr")
+	}
 }
 
-func (f *inputFlags) options() eval.Options {
-	return eval.Options{Root: f.root, ValuesFiles: f.values, Sets: f.sets, Only: f.targets}
+// options reads stdin when a values file is "-".
+func (f *inputFlags) options(cmd *cobra.Command) (gen.Options, error) {
+	o := gen.Options{NoCache: f.noCache, Log: cmd.ErrOrStderr()}
+	o.Root, o.ValuesFiles, o.Sets = f.root, f.values, f.sets
+	o.Only = slices.Compact(slices.Sorted(slices.Values(f.targets)))
+	if slices.Contains(f.values, "-") {
+		b, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return o, fmt.Errorf("reading values from stdin: %w", err)
+		}
+		o.Stdin, o.NoCache = b, true
+	}
+	return o, nil
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gvisorgen",
 		Short:         "Generate GitOps-ready manifests that install gVisor on Kubernetes nodes",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitErr{code: exitError, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+		return &usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	root.AddCommand(newGenerate(), newCheck(), newVet(), newDiff(), newVersion())
 	return root
 }
 
+// printRun prints what every run prints: vet's warnings, once each, and the
+// phases with --timings.
+func printRun(cmd *cobra.Command, in *inputFlags, rep *gen.Report) {
+	if rep == nil {
+		return
+	}
+	w := cmd.ErrOrStderr()
+	for _, warn := range slices.Compact(slices.Clone(rep.Warnings)) {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if in.timings {
+		var parts []string
+		var total float64
+		for _, p := range rep.Phases {
+			parts = append(parts, fmt.Sprintf("%s %.3fs", p.Name, p.Took.Seconds()))
+			total += p.Took.Seconds()
+		}
+		fmt.Fprintf(w, "timings: %s; total %.3fs\n", strings.Join(parts, ", "), total)
+	}
+}
+
 func newGenerate() *cobra.Command {
 	var in inputFlags
-	var noCache, timings bool
 	cmd := &cobra.Command{
 		Use:   "generate",
-		Short: "Write overlays/ and generated/ for every target (only what changed)",
+		Short: "Write overlays/ and generated/ for every target (only what changed, all or nothing)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := in.options(cmd)
+			if err != nil {
+				return err
+			}
+			rep, err := gen.Run(opts, gen.Generate)
+			printRun(cmd, &in, rep)
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
-			tm := newPhases(timings, cmd.ErrOrStderr())
-			defer tm.print()
-			// Inputs unchanged since a run that left this very tree: nothing to do.
-			cs := cache.Open(in.options(), noCache, cmd.ErrOrStderr())
-			if e := cs.Lookup(); e != nil {
-				tm.lap("cache hit")
-				fmt.Fprintf(w, "%d targets, %d files, %d changed\n", e.Targets, len(e.Files), 0)
-				return nil
-			}
-			tm.lap("cache")
-			out, err := gen.Build(in.options())
-			if err != nil {
-				return inputErr(err, exitNo)
-			}
-			tm.build(out)
-			changes, err := out.Plan(in.root)
-			if err != nil {
-				return &exitErr{code: exitError, err: err}
-			}
-			tm.lap("plan")
-			if err := tree.Apply(in.root, changes); err != nil {
-				return &exitErr{code: exitError, err: err}
-			}
-			tm.lap(fmt.Sprintf("write (%d files)", len(changes)))
-			cs.Store(len(out.Result.Targets), out.Roots, out.Files)
-			tm.lap("cache store")
-			for _, c := range changes {
+			for _, c := range rep.Changes {
 				fmt.Fprintf(w, "%-6s %s\n", verb(c.Action), c.Path)
 			}
-			fmt.Fprintf(w, "%d targets, %d files, %d changed\n", len(out.Result.Targets), len(out.Files), len(changes))
+			fmt.Fprintf(w, "%d targets, %d files, %d changed\n", rep.Targets, rep.Files, len(rep.Changes))
 			return nil
 		},
 	}
-	in.register(cmd)
-	registerNoCache(cmd, &noCache)
-	registerTimings(cmd, &timings)
+	in.register(cmd, true)
 	return cmd
-}
-
-func registerNoCache(cmd *cobra.Command, off *bool) {
-	cmd.Flags().BoolVar(off, "no-cache", false, "always evaluate: neither read nor write the cache of fresh trees (also GVISORGEN_CACHE=off)")
-}
-
-func registerTimings(cmd *cobra.Command, on *bool) {
-	cmd.Flags().BoolVar(on, "timings", false, "print how long each phase took to stderr")
-}
-
-// phases times a command's phases for --timings.
-type phases struct {
-	on    bool
-	w     io.Writer
-	start time.Time
-	last  time.Time
-	parts []string
-}
-
-func newPhases(on bool, w io.Writer) *phases {
-	now := time.Now()
-	return &phases{on: on, w: w, start: now, last: now}
-}
-
-func (p *phases) lap(name string) {
-	now := time.Now()
-	p.add(name, now.Sub(p.last))
-	p.last = now
-}
-
-func (p *phases) add(name string, d time.Duration) {
-	p.parts = append(p.parts, fmt.Sprintf("%s %.3fs", name, d.Seconds()))
-}
-
-// build records gen.Build's own phases.
-func (p *phases) build(out *gen.Output) {
-	t, r := out.Timings, out.Result
-	p.add("load", t.Load)
-	p.add(fmt.Sprintf("evaluate (%d targets: %d parts rendered, %d shared)", len(r.Targets), r.Rendered, r.Shared), t.Evaluate)
-	p.add("vet", t.Vet)
-	p.add(fmt.Sprintf("render (%d files)", len(out.Files)), t.Render)
-	p.last = time.Now()
-}
-
-func (p *phases) print() {
-	if !p.on {
-		return
-	}
-	fmt.Fprintf(p.w, "timings: %s; total %.3fs\n", strings.Join(p.parts, ", "), time.Since(p.start).Seconds())
 }
 
 func verb(a tree.Action) string {
@@ -155,53 +122,36 @@ func verb(a tree.Action) string {
 
 func newCheck() *cobra.Command {
 	var in inputFlags
-	var noCache, timings bool
 	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "Exit 1 when overlays/ or generated/ differ from what generate would write",
+		Short: "Exit 1 when overlays/, generated/, delivery/ or smoke/ differ from what generate would write",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tm := newPhases(timings, cmd.ErrOrStderr())
-			defer tm.print()
-			// Inputs unchanged since a run that left this very tree: fresh.
-			cs := cache.Open(in.options(), noCache, cmd.ErrOrStderr())
-			if e := cs.Lookup(); e != nil {
-				tm.lap("cache hit")
-				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", e.Targets, len(e.Files))
-				return nil
-			}
-			tm.lap("cache")
-			out, err := gen.Build(in.options())
+			opts, err := in.options(cmd)
 			if err != nil {
-				// check cannot answer when the inputs do not evaluate.
-				return &exitErr{code: exitError, err: err}
+				return err
 			}
-			tm.build(out)
-			changes, err := out.Plan(in.root)
-			if err != nil {
-				return &exitErr{code: exitError, err: err}
-			}
-			tm.lap("compare")
-			if len(changes) == 0 {
-				cs.Store(len(out.Result.Targets), out.Roots, out.Files)
-				fmt.Fprintf(cmd.OutOrStdout(), "fresh: %d targets, %d files\n", len(out.Result.Targets), len(out.Files))
-				return nil
-			}
+			rep, err := gen.Run(opts, gen.Check)
+			printRun(cmd, &in, rep)
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "stale: %d files differ from what `gvisorgen generate` writes:\n", len(changes))
-			for _, c := range changes {
-				fmt.Fprintf(w, "  %-7s %s\n", label(c.Action), c.Path)
+			if err == nil {
+				fmt.Fprintf(w, "fresh: %d targets, %d files\n", rep.Targets, rep.Files)
+				return nil
 			}
-			fmt.Fprintln(w)
-			for _, c := range changes {
-				fmt.Fprint(w, tree.UnifiedDiff(c))
+			if len(rep.Changes) > 0 {
+				fmt.Fprintf(w, "stale: %d files differ from what `gvisorgen generate` writes:\n", len(rep.Changes))
+				for _, c := range rep.Changes {
+					fmt.Fprintf(w, "  %-7s %s\n", label(c.Action), c.Path)
+				}
+				fmt.Fprintln(w)
+				for _, c := range rep.Changes {
+					fmt.Fprint(w, tree.UnifiedDiff(c))
+				}
 			}
-			return &exitErr{code: exitNo, err: fmt.Errorf("the tree is stale: run `make generate` and commit the result")}
+			return err
 		},
 	}
-	in.register(cmd)
-	registerNoCache(cmd, &noCache)
-	registerTimings(cmd, &timings)
+	in.register(cmd, true)
 	return cmd
 }
 
@@ -216,48 +166,37 @@ func newVet() *cobra.Command {
 		Use:   "vet",
 		Short: "Evaluate and validate every target without writing, or validate rendered manifests",
 		Long: `vet evaluates every target and validates its objects: the CUE constraints, then a strict
-decoding into the Kubernetes Go types (unknown fields rejected), plus warnings.
+decoding into the Kubernetes Go types (unknown fields rejected), the cross-field rules and
+gvisorgen's policies — on the objects gvisorgen emits and on the output of each overlay after
+its patches (what Argo CD and Flux sync) — plus warnings.
 
 With --manifests PATH (a file, a folder, or - for stdin) it validates rendered objects instead,
 e.g. the output of kustomize build over an overlay with your own patches.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rep vet.Report
-			var targets int
+			opts, err := in.options(cmd)
+			if err != nil {
+				return err
+			}
+			var rep *gen.Report
 			if manifests != "" {
-				ev, err := eval.Load(in.options())
-				if err != nil {
-					return &exitErr{code: exitError, err: err}
-				}
-				if rep, err = vet.Manifests(ev, manifests, cmd.InOrStdin()); err != nil {
-					return &exitErr{code: exitError, err: err}
-				}
+				rep, err = gen.VetManifests(opts.Options, manifests, cmd.InOrStdin())
 			} else {
-				out, err := gen.Build(in.options())
-				if err != nil {
-					return inputErr(err, exitNo)
-				}
-				rep = out.Vet
-				targets = len(out.Result.Targets)
+				rep, err = gen.Run(opts, gen.Vet)
 			}
-			for _, warn := range rep.Warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", warn)
-			}
-			if len(rep.Errors) > 0 {
-				for _, e := range rep.Errors {
-					fmt.Fprintf(cmd.ErrOrStderr(), "error: %s\n", e)
-				}
-				return &exitErr{code: exitNo, err: fmt.Errorf("%d of %d objects failed validation", len(rep.Errors), rep.Objects)}
+			printRun(cmd, &in, rep)
+			if err != nil {
+				return err
 			}
 			if manifests != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "valid: %d objects\n", rep.Objects)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "valid: %d targets, %d objects\n", targets, rep.Objects)
+				fmt.Fprintf(cmd.OutOrStdout(), "valid: %d targets, %d objects\n", rep.Targets, rep.Objects)
 			}
 			return nil
 		},
 	}
-	in.register(cmd)
+	in.register(cmd, false)
 	cmd.Flags().StringVar(&manifests, "manifests", "", "validate rendered objects from a file, a folder, or - (stdin)")
 	return cmd
 }

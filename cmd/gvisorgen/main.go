@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/gen"
 )
 
 // Exit codes, for every command: 0 yes, 1 the command's "no", 2 no answer.
@@ -18,49 +18,54 @@ const (
 	exitError = 2
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-// run executes the CLI and prints any error once.
-func run(args []string, stdout, stderr io.Writer) int {
-	cmd := newRoot(stdout, stderr)
+// run executes the CLI, prints any error once and decides the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := newRoot(stdin, stdout, stderr)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	if err == nil {
 		return exitOK
 	}
-	var ee *exitErr
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(stderr, "gvisorgen: %v\n", ee.err)
-		}
-		return ee.code
+	var q *quiet
+	if !errors.As(err, &q) {
+		fmt.Fprintf(stderr, "gvisorgen: %v\n", err)
 	}
-	fmt.Fprintf(stderr, "gvisorgen: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode is the one place that maps errors to exit codes, by kind.
+func exitCode(err error) int {
+	var (
+		unanswered *gen.Unanswered
+		invalid    *gen.Invalid
+		rejected   *gen.Rejected
+		stale      *gen.Stale
+		differs    *gen.Differs
+		q          *quiet
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &unanswered):
+		return exitError
+	case errors.As(err, &invalid), errors.As(err, &rejected), errors.As(err, &stale), errors.As(err, &differs):
+		return exitNo
+	case errors.As(err, &q):
+		return exitCode(q.err)
+	}
 	return exitError
 }
 
-// exitErr carries an exit code; a nil err prints nothing (the command already
-// reported, e.g. check's list of stale files).
-type exitErr struct {
-	code int
-	err  error
-}
+// quiet is an error the command has already reported in full (diff's
+// difference is its output); only the exit code is left to decide.
+type quiet struct{ err error }
 
-func (e *exitErr) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
+func (e *quiet) Error() string { return e.err.Error() }
 
-func (e *exitErr) Unwrap() error { return e.err }
+// usageError is a command line that cannot be run.
+type usageError struct{ err error }
 
-// inputErr maps an evaluation error to the command's "no" (1) and anything
-// else (I/O, a broken module) to 2.
-func inputErr(err error, invalid int) error {
-	var ev *eval.Error
-	if errors.As(err, &ev) {
-		return &exitErr{code: invalid, err: err}
-	}
-	return &exitErr{code: exitError, err: err}
-}
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }

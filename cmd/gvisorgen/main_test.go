@@ -13,12 +13,12 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"gvisorgen": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		"gvisorgen": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		// expect CODE ARGS... runs gvisorgen ARGS and succeeds only when it
 		// exits with CODE, so scripts can assert the exact exit code.
 		"expect": func() {
 			want := os.Args[1]
-			got := run(os.Args[2:], os.Stdout, os.Stderr)
+			got := run(os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
 			if strconv.Itoa(got) != want {
 				fmt.Fprintf(os.Stderr, "expect: exit code %d, want %s\n", got, want)
 				os.Exit(99)

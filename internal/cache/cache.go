@@ -21,6 +21,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,8 @@ type Entry struct {
 	Roots []string `json:"roots"`
 	// Files are the wanted files, in the run's order.
 	Files []File `json:"files"`
+	// Warnings are what the run warned about, printed again on a hit.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // File is one wanted file.
@@ -225,12 +228,16 @@ func trim(dir string) {
 }
 
 // Fresh checks the disk under root against the entry: every wanted file is a
-// regular file (or a link to one) of the same size and sha256; no file in the
+// regular file (never a link) of the same size and sha256; no file in the
 // roots is one generate would prune; and, for a full run, every target folder
 // under overlays/, generated/, delivery/ and smoke/ is one the entry owns (a
 // folder of a target that is not declared would be pruned). It returns why
 // not, or "" when the tree is fresh.
 func Fresh(root string, e *Entry) string {
+	// Never read through a link where generate would refuse to write.
+	if err := tree.CheckRoots(root, append(slices.Clone(layout.Outputs), e.Roots...)); err != nil {
+		return err.Error()
+	}
 	wanted := make(map[string]bool, len(e.Files))
 	for _, f := range e.Files {
 		wanted[f.Path] = true
@@ -311,6 +318,11 @@ func sameFiles(root string, files []File) string {
 }
 
 func sameFile(name string, want File, h hash.Hash, sum []byte) string {
+	if fi, err := os.Lstat(name); err != nil {
+		return err.Error()
+	} else if !fi.Mode().IsRegular() {
+		return "not a regular file"
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return err.Error()
@@ -431,7 +443,7 @@ func (s *Session) Lookup() *Entry {
 // changed and changed back (the run may have read the in-between content, and
 // the key would not show it): an input written during the run is enough.
 // Errors writing the cache are ignored.
-func (s *Session) Store(targets int, roots []string, files []tree.File) {
+func (s *Session) Store(targets int, roots []string, files []tree.File, warnings []string) {
 	if s == nil {
 		return
 	}
@@ -445,6 +457,7 @@ func (s *Session) Store(targets int, roots []string, files []tree.File) {
 		return
 	}
 	e := NewEntry(s.key, len(s.opts.Only) == 0, targets, roots, files)
+	e.Warnings = warnings
 	if err := Save(s.dir, e); err != nil {
 		s.say("cache: not stored (%v)", err)
 		return

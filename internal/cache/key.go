@@ -24,7 +24,7 @@ import (
 
 // Version names the key's encoding and the entry's format; changing either
 // changes it.
-const Version = "gvisorgen-tree-cache/v1"
+const Version = "gvisorgen-tree-cache/v2"
 
 // envKeys are the environment variables that can change what CUE evaluates
 // to; their values are part of the key.
@@ -74,6 +74,9 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 	k.field("cue-dir", cueDir)
 	k.field("targets-dir", targetsDir)
 	for _, f := range opts.ValuesFiles {
+		if f == "-" {
+			return "", errors.New("values from stdin (-f -) are not hashed")
+		}
 		sum, mtime, err := fileSumTime(f)
 		if err != nil {
 			return "", err
@@ -238,6 +241,12 @@ func fileSum(name string) (string, error) {
 
 // fileSumTime is fileSum and the file's modification time.
 func fileSumTime(name string) (string, time.Time, error) {
+	// Stat first: opening a FIFO would block.
+	if fi, err := os.Stat(name); err != nil {
+		return "", time.Time{}, err
+	} else if !fi.Mode().IsRegular() {
+		return "", time.Time{}, fmt.Errorf("%s is not a regular file", name)
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return "", time.Time{}, err

@@ -33,8 +33,11 @@ type Options struct {
 	Root       string
 	CUEDir     string // default "cue"
 	TargetsDir string // default "targets"
-	// ValuesFiles are -f files (.cue, .yaml, .yml, .json), unified into every target.
+	// ValuesFiles are -f files (.cue, .yaml, .yml, .json), unified into every
+	// target; "-" is Stdin, read as YAML (or JSON).
 	ValuesFiles []string
+	// Stdin is the content of the values file "-".
+	Stdin []byte
 	// Sets are --set path=value assignments, unified into every target.
 	Sets []string
 	// Only restricts evaluation to these targets; empty means all.
@@ -735,6 +738,7 @@ func (e *Evaluator) targets() ([]source, error) {
 			continue
 		}
 		file := filepath.Join(dir, ent.Name())
+
 		v, err := e.readValues(file)
 		if err != nil {
 			if ce, ok := err.(*Error); ok {

@@ -50,16 +50,28 @@ func (e *Evaluator) userValues() ([]cue.Value, error) {
 // positions of its fields for error messages. Errors are *Error for bad input
 // and plain errors for I/O.
 func (e *Evaluator) readValues(file string) (cue.Value, error) {
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return cue.Value{}, err
-	}
-	src, err := os.ReadFile(abs)
-	if err != nil {
-		return cue.Value{}, fmt.Errorf("reading values: %w", err)
+	abs, ext, src := "<stdin>", ".yaml", e.opts.Stdin
+	if file != "-" {
+		var err error
+		if abs, err = filepath.Abs(file); err != nil {
+			return cue.Value{}, err
+		}
+		ext = filepath.Ext(abs)
+		// Stat first: reading a FIFO, a device or a socket could block or
+		// never end.
+		fi, err := os.Stat(abs)
+		if err != nil {
+			return cue.Value{}, fmt.Errorf("reading values: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return cue.Value{}, &Error{Msg: fmt.Sprintf("%s: %s, not a regular file: values come from a file (or from stdin with -f -)", e.rel(abs), fileType(fi.Mode()))}
+		}
+		if src, err = os.ReadFile(abs); err != nil {
+			return cue.Value{}, fmt.Errorf("reading values: %w", err)
+		}
 	}
 	var v cue.Value
-	switch ext := filepath.Ext(abs); ext {
+	switch ext {
 	case ".cue":
 		v = e.ctx.CompileBytes(src, cue.Filename(abs))
 	case ".yaml", ".yml":
@@ -175,6 +187,21 @@ func (e *Evaluator) schemaKind(p cue.Path) (cue.Kind, bool) {
 		cur = next
 	}
 	return cur.IncompleteKind(), true
+}
+
+// fileType names what a non-regular file is.
+func fileType(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "not a plain file"
 }
 
 var yamlLine = regexp.MustCompile(`^\s*(?:yaml: )?line (\d+): (.*)$`)

@@ -1,13 +1,14 @@
-// Package gen ties evaluation, rendering and the tree together: it computes the
-// files the repository should hold and what differs on disk.
+// Package gen is gvisorgen's front door: one run (generate, check, vet, a
+// side of diff) evaluates the inputs, renders every selected target, holds
+// the final output to vet's rules, and plans, writes or compares the tree.
 package gen
 
 import (
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
@@ -20,65 +21,77 @@ import (
 // Output is the wanted tree for the selected targets.
 type Output struct {
 	Result *eval.Result
-	// Vet is the validation of every object: no errors (Build fails on
+	// Vet is the validation of every object: no errors (the run fails on
 	// them), the warnings.
 	Vet   vet.Report
 	Files []tree.File
 	// Roots are the folders generate owns for this run: the selected targets'
 	// and, on a full run, those of targets that are no longer declared.
 	Roots []string
-	// Timings are the phases of Build, for --timings.
+	// Timings are the phases of the build, for --timings.
 	Timings Timings
 }
 
-// Timings are how long each phase of a run took.
+// Timings are how long each phase of a build took.
 type Timings struct {
 	Load, Evaluate, Vet, Render time.Duration
 }
 
 // Build evaluates the inputs and renders every selected target. Nothing is
-// written.
+// written. Errors: *Invalid for inputs that do not evaluate or render,
+// *Rejected for output that breaks vet's rules, others for I/O.
 func Build(opts eval.Options) (*Output, error) {
 	var tm Timings
 	start := time.Now()
 	lap := func(d *time.Duration) {
 		now := time.Now()
-		*d = now.Sub(start)
+		*d += now.Sub(start)
 		start = now
 	}
 	ev, err := eval.Load(opts)
 	if err != nil {
-		return nil, err
+		return nil, invalid(err)
 	}
 	lap(&tm.Load)
 	res, err := ev.Evaluate()
 	if err != nil {
-		return nil, err
+		return nil, invalid(err)
 	}
 	lap(&tm.Evaluate)
 	// The rules CUE does not express (cross-field checks, policies) hold
 	// before anything is written, not only under `vet`.
 	rep := vet.Targets(res.Targets)
 	if len(rep.Errors) > 0 {
-		return nil, &eval.Error{Msg: "objects fail validation:\n" + strings.Join(rep.Errors, "\n")}
+		return nil, &Rejected{Problems: rep.Errors, Objects: rep.Objects}
 	}
 	lap(&tm.Vet)
 	out := &Output{Result: res, Vet: rep}
-	out.Timings = tm
 	rd := render.NewRenderer()
+	var final vet.Report
 	for _, t := range res.Targets {
-		files, err := rd.Target(opts.Root, t)
+		r, err := rd.Target(opts.Root, t)
 		if err != nil {
-			return nil, err
+			return nil, invalid(err)
 		}
-		out.Files = append(out.Files, files...)
+		out.Files = append(out.Files, r.Files...)
 		out.Roots = append(out.Roots, layout.Roots(t.Name)...)
+		if len(r.Patches) > 0 {
+			// What syncs is the overlay after the user's patches: the same
+			// rules hold for it.
+			lap(&tm.Render)
+			final.Merge(vet.Rendered(t.Name, r.Patches, renderedOf(t.Name, r.Files)))
+			lap(&tm.Vet)
+		}
 	}
+	if len(final.Errors) > 0 {
+		return nil, &Rejected{Problems: final.Errors, Objects: final.Objects, Patched: true}
+	}
+	out.Vet.Warnings = append(out.Vet.Warnings, final.Warnings...)
 	if len(opts.Only) == 0 {
 		// The fleet-wide objects sit directly in delivery/.
 		fleet, err := render.Plain(layout.DeliveryDir, res.Fleet)
 		if err != nil {
-			return nil, err
+			return nil, invalid(err)
 		}
 		out.Files = append(out.Files, fleet...)
 		out.Roots = append(out.Roots, layout.DeliveryDir)
@@ -89,12 +102,37 @@ func Build(opts eval.Options) (*Output, error) {
 		out.Roots = append(out.Roots, stale...)
 	}
 	sort.Strings(out.Roots)
-	lap(&out.Timings.Render)
+	lap(&tm.Render)
+	out.Timings = tm
 	return out, nil
 }
 
+// renderedOf picks a target's generated/ files out of its files.
+func renderedOf(target string, files []tree.File) []tree.File {
+	dir := path.Join(layout.GeneratedDir, target)
+	var out []tree.File
+	for _, f := range files {
+		if path.Dir(f.Path) == dir {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// invalid marks the input errors of evaluation and rendering.
+func invalid(err error) error {
+	var ee *eval.Error
+	var re *render.Error
+	var ne *render.NameError
+	if errors.As(err, &ee) || errors.As(err, &re) || errors.As(err, &ne) {
+		return &Invalid{Err: err}
+	}
+	return err
+}
+
 // undeclared lists target folders on disk whose target no longer exists, so
-// that their generated files are pruned.
+// that their generated files are pruned. A link is not followed: Plan
+// refuses it as a root.
 func undeclared(root string, declared []string) ([]string, error) {
 	known := map[string]bool{}
 	for _, n := range declared {
@@ -102,6 +140,9 @@ func undeclared(root string, declared []string) ([]string, error) {
 	}
 	var out []string
 	for _, top := range layout.Outputs {
+		if err := tree.CheckRoots(root, []string{top}); err != nil {
+			return nil, err
+		}
 		entries, err := os.ReadDir(filepath.Join(root, top))
 		if os.IsNotExist(err) {
 			continue
@@ -110,15 +151,10 @@ func undeclared(root string, declared []string) ([]string, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			if e.IsDir() && !known[e.Name()] {
+			if (e.IsDir() || e.Type()&os.ModeSymlink != 0) && !known[e.Name()] {
 				out = append(out, path.Join(top, e.Name()))
 			}
 		}
 	}
 	return out, nil
-}
-
-// Plan compares the output with the disk.
-func (o *Output) Plan(root string) ([]tree.Change, error) {
-	return tree.Plan(root, o.Roots, o.Files)
 }

@@ -26,7 +26,7 @@ func TestCommittedTreeIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := out.Plan(repoRoot)
+	changes, err := tree.Plan(repoRoot, out.Roots, out.Files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestKustomizeParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := out.Plan(dir)
+	changes, err := tree.Plan(dir, out.Roots, out.Files)
 	if err != nil {
 		t.Fatal(err)
 	}

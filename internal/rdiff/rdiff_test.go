@@ -38,20 +38,20 @@ func TestMarkdownLimit(t *testing.T) {
 	for _, n := range []int{1, 50, 400, 3000} {
 		entries := Compare(files(n, "a"), files(n, "b"))
 		for _, limit := range []int{MaxComment, 8000} {
-			md := Markdown(entries, "main", "head", limit)
+			md := Markdown(&Diff{Base: Side{Label: "main"}, Head: Side{Label: "head"}, Entries: entries}, limit)
 			if len(md) > limit-200 {
 				t.Errorf("n=%d limit=%d: %d characters", n, limit, len(md))
 			}
 			if !strings.Contains(md, "| target | resource | change | lines |") {
 				t.Errorf("n=%d: no summary table", n)
 			}
-			full := len(Markdown(entries, "main", "head", 1<<30))
+			full := len(Markdown(&Diff{Base: Side{Label: "main"}, Head: Side{Label: "head"}, Entries: entries}, 1<<30))
 			if full > limit && !strings.Contains(md, "cut") {
 				t.Errorf("n=%d limit=%d: %d characters cut to %d without a note", n, limit, full, len(md))
 			}
 		}
 	}
-	if md := Markdown(nil, "main", "head", MaxComment); !strings.Contains(md, "No difference") {
+	if md := Markdown(&Diff{Base: Side{Label: "main"}, Head: Side{Label: "head"}}, MaxComment); !strings.Contains(md, "No difference") {
 		t.Errorf("empty diff: %q", md)
 	}
 }

@@ -4,10 +4,13 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -32,6 +35,9 @@ func Plain(dir string, objs []eval.Object) ([]tree.File, error) {
 func (rd *Renderer) plain(dir string, objs []eval.Object) ([]tree.File, error) {
 	var files []tree.File
 	for _, o := range objs {
+		if !checkName(o.Kind, o.Name, o.Namespace) {
+			return nil, &NameError{Kind: o.Kind, Name: o.Name, Namespace: o.Namespace, Ours: true}
+		}
 		rd.mu.Lock()
 		data, ok := rd.yaml[string(o.JSON)]
 		rd.mu.Unlock()
@@ -49,6 +55,20 @@ func (rd *Renderer) plain(dir string, objs []eval.Object) ([]tree.File, error) {
 			rd.mu.Unlock()
 		}
 		files = append(files, tree.File{Path: path.Join(dir, FileName(o.Kind, o.Name, "")), Data: data})
+	}
+	return files, nil
+}
+
+// plainFor is plain for one target's objects; errors name the target.
+func (rd *Renderer) plainFor(target, dir string, objs []eval.Object) ([]tree.File, error) {
+	files, err := rd.plain(dir, objs)
+	var ne *NameError
+	if errors.As(err, &ne) {
+		ne.Target = target
+		return nil, ne
+	}
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", target, err)
 	}
 	return files, nil
 }
@@ -72,24 +92,31 @@ func NewRenderer() *Renderer {
 	return &Renderer{orders: map[string][]int{}, yaml: map[string][]byte{}}
 }
 
-// Target renders one target with a fresh Renderer.
-func Target(root string, t eval.Target) ([]tree.File, error) {
-	return NewRenderer().Target(root, t)
+// Output is one target's files.
+type Output struct {
+	Files []tree.File
+	// Patches are the hand-written files of the overlay's patches/ folder
+	// (slash-separated, from the repository root); none means the rendered
+	// objects are the overlay's own.
+	Patches []string
 }
 
 // Target renders one target: its overlay files and its rendered output. root
 // is the repository root, read for the target's hand-written patches.
-func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
+func (rd *Renderer) Target(root string, t eval.Target) (*Output, error) {
 	overlay := path.Join(layout.OverlaysDir, t.Name)
-	files, err := rd.plain(overlay, t.Objects)
+	files, err := rd.plainFor(t.Name, overlay, t.Objects)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: %w", t.Name, err)
+		return nil, err
 	}
 	var resources []string
 	for _, f := range files {
 		resources = append(resources, path.Base(f.Path))
 	}
-	patches, err := userPatches(filepath.Join(root, filepath.FromSlash(overlay)))
+	if err := foreignKustomization(root, overlay); err != nil {
+		return nil, fmt.Errorf("target %s: %w", t.Name, err)
+	}
+	patches, err := userPatches(root, overlay)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", t.Name, err)
 	}
@@ -98,7 +125,12 @@ func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 
 	rendered, err := rd.rendered(t, files, patches, overlay)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: kustomize build %s: %w", t.Name, overlay, err)
+		var ne *NameError
+		if errors.As(err, &ne) {
+			ne.Target, ne.Patches = t.Name, patches.names(overlay)
+			return nil, ne
+		}
+		return nil, &Error{Msg: fmt.Sprintf("target %s: kustomize build %s: %v", t.Name, overlay, err)}
 	}
 	for _, r := range rendered {
 		files = append(files, tree.File{Path: path.Join(layout.GeneratedDir, t.Name, r.Path), Data: r.Data})
@@ -107,13 +139,52 @@ func (rd *Renderer) Target(root string, t eval.Target) ([]tree.File, error) {
 		dir  string
 		objs []eval.Object
 	}{{layout.DeliveryDir, t.Delivery}, {layout.SmokeDir, t.Smoke}} {
-		more, err := rd.plain(path.Join(part.dir, t.Name), part.objs)
+		more, err := rd.plainFor(t.Name, path.Join(part.dir, t.Name), part.objs)
 		if err != nil {
-			return nil, fmt.Errorf("target %s: %w", t.Name, err)
+			return nil, err
 		}
 		files = append(files, more...)
 	}
-	return files, nil
+	return &Output{Files: files, Patches: patches.names(overlay)}, nil
+}
+
+// Error is an input error found while rendering: a patch or a hand-written
+// file of an overlay that cannot work.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+// NameError is an object whose kind, name or namespace cannot be part of a
+// file name: it could make a path that leaves its folder.
+type NameError struct {
+	Target                string
+	Kind, Name, Namespace string
+	// Ours is true for an object gvisorgen emitted (its values are at fault);
+	// otherwise it came out of kustomize over the overlay's patches.
+	Ours    bool
+	Patches []string
+}
+
+func (e *NameError) Error() string {
+	msg := fmt.Sprintf("target %s: %s %q (namespace %q) cannot name a file: kinds are letters and digits; names and namespaces are letters, digits, '.', '-', '_' and ':', starting and ending with a letter or digit, at most 253 characters (as Kubernetes names are)",
+		e.Target, e.Kind, e.Name, e.Namespace)
+	if !e.Ours {
+		msg += fmt.Sprintf("; the object comes out of kustomize build %s with your patches (%s): kustomize keeps no record of which patch made it, so look at each",
+			path.Join(layout.OverlaysDir, e.Target), strings.Join(e.Patches, ", "))
+	}
+	return msg
+}
+
+var (
+	kindRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`)
+)
+
+// checkName refuses what cannot be part of a file name in one folder.
+func checkName(kind, name, namespace string) bool {
+	return kindRE.MatchString(kind) && len(kind) <= 253 &&
+		nameRE.MatchString(name) && len(name) <= 253 &&
+		(namespace == "" || nameRE.MatchString(namespace) && len(namespace) <= 253)
 }
 
 // FileName is the naming rule of per-resource files: the lower-case kind and
@@ -130,43 +201,103 @@ func FileName(kind, name, namespace string) string {
 
 // patchSet is what a target's patches/ folder holds.
 type patchSet struct {
-	// component is true when patches/kustomization.yaml exists: the folder is
-	// then a kustomize Component the user writes in full.
+	// component is true when patches/ holds a kustomization file: the folder
+	// is then a kustomize Component the user writes in full, and every file
+	// under it (sub-folders, .patch files, JSON 6902) is there for it.
 	component bool
 	// files are the patch files (relative to the overlay) and their content.
 	files []tree.File
 }
 
-func userPatches(overlayDir string) (patchSet, error) {
+// names are the patch files' paths from the repository root.
+func (ps patchSet) names(overlay string) []string {
+	out := make([]string, 0, len(ps.files))
+	for _, f := range ps.files {
+		out = append(out, path.Join(overlay, f.Path))
+	}
+	return out
+}
+
+// foreignKustomization refuses a kustomization file of another spelling
+// beside the generated one: kustomize would stop at "Found multiple
+// kustomization files" while gvisorgen renders its own.
+func foreignKustomization(root, overlay string) error {
+	for _, n := range layout.KustomizationNames {
+		if n == layout.Kustomization {
+			continue
+		}
+		p := path.Join(overlay, n)
+		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p))); err == nil {
+			return &Error{Msg: fmt.Sprintf("%s: kustomize would find two kustomization files in %s (this and the generated %s) and refuse to build it; move what it holds into %s/ as a kustomize Component (%s/%s) or into patch files there",
+				p, overlay, layout.Kustomization, path.Join(overlay, layout.PatchesDir), path.Join(overlay, layout.PatchesDir), layout.Kustomization)}
+		}
+	}
+	return nil
+}
+
+// userPatches reads the overlay's patches/ folder: its top-level .yaml,
+// .yml and .json files, or, when it holds a kustomization file, every file
+// under it. Links are refused: they could make the build read outside the
+// repository, which a reviewer does not see in the pull request.
+func userPatches(root, overlay string) (patchSet, error) {
 	var ps patchSet
-	dir := filepath.Join(overlayDir, layout.PatchesDir)
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
+	rel := path.Join(overlay, layout.PatchesDir)
+	dir := filepath.Join(root, filepath.FromSlash(rel))
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return ps, nil
-	}
-	if err != nil {
+	case err != nil:
 		return ps, fmt.Errorf("reading patches: %w", err)
+	case !fi.IsDir():
+		return ps, &Error{Msg: fmt.Sprintf("%s: must be a folder (of patch files, or a kustomize Component), not a link or a file", rel)}
 	}
-	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		switch filepath.Ext(e.Name()) {
-		case ".yaml", ".yml", ".json":
-		default:
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return ps, fmt.Errorf("reading patches: %w", err)
-		}
-		if e.Name() == "kustomization.yaml" || e.Name() == "kustomization.yml" {
+	for _, n := range layout.KustomizationNames {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
 			ps.component = true
 		}
-		ps.files = append(ps.files, tree.File{Path: path.Join(layout.PatchesDir, e.Name()), Data: b})
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		r, _ := filepath.Rel(dir, p)
+		r = filepath.ToSlash(r)
+		switch {
+		case p == dir:
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			return &Error{Msg: fmt.Sprintf("%s/%s: links are not allowed in patches/ (the build could read outside the repository); copy the file", rel, r)}
+		case d.IsDir():
+			if !ps.component || strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular():
+			return &Error{Msg: fmt.Sprintf("%s/%s: not a regular file", rel, r)}
+		case strings.HasPrefix(d.Name(), "."):
+			return nil
+		}
+		if !ps.component {
+			switch filepath.Ext(d.Name()) {
+			case ".yaml", ".yml", ".json":
+			default:
+				return nil
+			}
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		ps.files = append(ps.files, tree.File{Path: path.Join(layout.PatchesDir, r), Data: b})
+		return nil
+	})
+	var re *Error
+	if err != nil && !errors.As(err, &re) {
+		err = fmt.Errorf("reading patches: %w", err)
 	}
 	sort.Slice(ps.files, func(i, j int) bool { return ps.files[i].Path < ps.files[j].Path })
-	return ps, nil
+	return ps, err
 }
 
 // kustomization is the generated kustomization.yaml. sortOptions is pinned so
@@ -273,6 +404,9 @@ func build(overlay []tree.File, ps patchSet, dir string, objs []eval.Object) ([]
 	var order []int
 	names := map[string]int{}
 	for _, r := range m.Resources() {
+		if !checkName(r.GetKind(), r.GetName(), r.GetNamespace()) {
+			return nil, nil, &NameError{Kind: r.GetKind(), Name: r.GetName(), Namespace: r.GetNamespace()}
+		}
 		names[FileName(r.GetKind(), r.GetName(), "")]++
 	}
 	var out []tree.File

@@ -1,0 +1,148 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gvisorgen/gvisorgen/internal/cache"
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/vet"
+)
+
+// Mode is what a run does with the wanted tree.
+type Mode int
+
+const (
+	// Generate writes the tree: only what changed, all or nothing.
+	Generate Mode = iota
+	// Check compares the tree on disk with the wanted tree.
+	Check
+	// Vet evaluates and validates; the disk is not looked at.
+	Vet
+)
+
+// Options are the inputs of a run.
+type Options struct {
+	eval.Options
+	// NoCache neither reads nor writes the cache of fresh trees.
+	NoCache bool
+	// Log receives the cache's debug lines (GVISORGEN_CACHE_DEBUG); nil
+	// discards them.
+	Log io.Writer
+}
+
+// Report is what a run found and did.
+type Report struct {
+	Targets int
+	Files   int // the wanted files
+	Objects int // the objects validated (Vet)
+	// Changes: for Generate the changes made, for Check the differences.
+	Changes  []tree.Change
+	CacheHit bool
+	// Warnings are vet's warnings: values that evaluate but weaken a cluster.
+	Warnings []string
+	Phases   []Phase
+	// Output is the wanted tree (nil on a cache hit).
+	Output *Output
+}
+
+// Phase is how long one part of a run took.
+type Phase struct {
+	Name string
+	Took time.Duration
+}
+
+// Run is one run of generate, check or vet. Errors are of the kinds in
+// errors.go; in Check mode inputs that do not evaluate are Unanswered (check
+// cannot say whether the tree is fresh) and a stale tree is *Stale with the
+// differences in the report.
+func Run(opts Options, mode Mode) (*Report, error) {
+	rep := &Report{}
+	last := time.Now()
+	lap := func(name string) {
+		now := time.Now()
+		rep.Phases = append(rep.Phases, Phase{name, now.Sub(last)})
+		last = now
+	}
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	var cs *cache.Session
+	if mode != Vet {
+		// Inputs unchanged since a run that left this very tree: nothing to
+		// do, nothing to report.
+		cs = cache.Open(opts.Options, opts.NoCache, log)
+		if e := cs.Lookup(); e != nil {
+			lap("cache hit")
+			rep.CacheHit, rep.Targets, rep.Files, rep.Warnings = true, e.Targets, len(e.Files), e.Warnings
+			return rep, nil
+		}
+		lap("cache")
+	}
+	out, err := Build(opts.Options)
+	if err != nil {
+		if mode == Check {
+			var inv *Invalid
+			if errors.As(err, &inv) {
+				return rep, &Unanswered{Err: fmt.Errorf("the inputs do not evaluate, so check cannot tell whether the tree is fresh:\n%w", err)}
+			}
+		}
+		return rep, err
+	}
+	t, r := out.Timings, out.Result
+	rep.Phases = append(rep.Phases,
+		Phase{"load", t.Load},
+		Phase{fmt.Sprintf("evaluate (%d targets: %d parts rendered, %d shared)", len(r.Targets), r.Rendered, r.Shared), t.Evaluate},
+		Phase{"vet", t.Vet},
+		Phase{fmt.Sprintf("render (%d files)", len(out.Files)), t.Render})
+	last = time.Now()
+	rep.Output, rep.Targets, rep.Files = out, len(r.Targets), len(out.Files)
+	rep.Objects, rep.Warnings = out.Vet.Objects, out.Vet.Warnings
+	if mode == Vet {
+		return rep, nil
+	}
+	changes, err := tree.Plan(opts.Root, out.Roots, out.Files)
+	if err != nil {
+		return rep, err
+	}
+	if mode == Check {
+		lap("compare")
+		if len(changes) > 0 {
+			rep.Changes = changes
+			return rep, &Stale{Changes: changes}
+		}
+		cs.Store(rep.Targets, out.Roots, out.Files, rep.Warnings)
+		return rep, nil
+	}
+	lap("plan")
+	if err := tree.Apply(opts.Root, changes); err != nil {
+		return rep, err
+	}
+	rep.Changes = changes
+	lap(fmt.Sprintf("write (%d files)", len(changes)))
+	cs.Store(rep.Targets, out.Roots, out.Files, rep.Warnings)
+	lap("cache store")
+	return rep, nil
+}
+
+// VetManifests validates rendered objects — a file, a folder, or stdin
+// ("-") — with the module's schema and vet's rules. A finding is *Rejected.
+func VetManifests(opts eval.Options, path string, stdin io.Reader) (*Report, error) {
+	ev, err := eval.Load(opts)
+	if err != nil {
+		return nil, &Unanswered{Err: err}
+	}
+	r, err := vet.Manifests(ev, path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Objects: r.Objects, Warnings: r.Warnings}
+	if len(r.Errors) > 0 {
+		return rep, &Rejected{Problems: r.Errors, Objects: r.Objects}
+	}
+	return rep, nil
+}

@@ -1,0 +1,62 @@
+package vet
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gvisorgen/gvisorgen/internal/tree"
+)
+
+// Merge adds another report's findings to r.
+func (r *Report) Merge(o Report) {
+	r.Objects += o.Objects
+	r.Errors = append(r.Errors, o.Errors...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+}
+
+// Rendered vets a target's rendered files — kustomize's output over an
+// overlay with the user's patches, which is what Argo CD or Flux syncs — with
+// the same rules as the objects gvisorgen emits: a strict decoding into the
+// Kubernetes types, the cross-field rules and the policies. An object of a
+// type gvisorgen has no schema for (a patch may add one) gets a warning.
+// kustomize keeps no record of which patch changed an object, so findings
+// name every patch file of the overlay.
+func Rendered(target string, patches []string, files []tree.File) Report {
+	var r Report
+	by := fmt.Sprintf("after the patches %s", strings.Join(patches, ", "))
+	for _, f := range files {
+		data, err := yaml.YAMLToJSON(tree.StripHeader(f.Data))
+		if err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s: %v (%s)", target, f.Path, err, by))
+			continue
+		}
+		var meta struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(data, &meta); err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s: %v (%s)", target, f.Path, err, by))
+			continue
+		}
+		where := fmt.Sprintf("target %s: %s %s", target, meta.Kind, meta.Metadata.Name)
+		if _, ok := types[meta.APIVersion+"/"+meta.Kind]; !ok {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s %s is not a type gvisorgen knows: not validated (%s)", where, meta.APIVersion, meta.Kind, by))
+			continue
+		}
+		r.Objects++
+		if err := Object(meta.APIVersion, meta.Kind, data); err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("%s: %v (%s)", where, err, by))
+			continue
+		}
+		for _, pr := range Check(meta.APIVersion, meta.Kind, data) {
+			r.Errors = append(r.Errors, fmt.Sprintf("%s: %s (%s)", where, pr, by))
+		}
+	}
+	return r
+}
