@@ -30,12 +30,24 @@ func (e *Evaluator) userValues() ([]cue.Value, error) {
 			}
 			return nil, err
 		}
+		if w := v.LookupPath(waivePath); w.Exists() {
+			errs = errors.Append(errs, errors.Newf(w.Pos(), "-f %s: %s", f, waiveFromFlags))
+			continue
+		}
 		out = append(out, v)
 	}
 	for _, s := range e.opts.Sets {
+		if k, _, _ := strings.Cut(s, "="); k == "policy" || strings.HasPrefix(k, "policy.") {
+			errs = errors.Append(errs, errors.Newf(token.NoPos, "--set %s: %s", s, waiveFromFlags))
+			continue
+		}
 		v, err := e.setValue(s)
 		if err != nil {
 			errs = errors.Append(errs, errors.Promote(err, ""))
+			continue
+		}
+		if v.LookupPath(waivePath).Exists() {
+			errs = errors.Append(errs, errors.Newf(token.NoPos, "--set %s: %s", s, waiveFromFlags))
 			continue
 		}
 		out = append(out, v)
@@ -45,6 +57,12 @@ func (e *Evaluator) userValues() ([]cue.Value, error) {
 	}
 	return out, nil
 }
+
+// waivePath is where a target waives policies. A waiver must show in the
+// pull request that adds it, so it comes from committed inputs only.
+var waivePath = cue.ParsePath("policy")
+
+const waiveFromFlags = "policy: waivers are taken from committed inputs only (cue/, targets/), so that a reviewer sees them in the pull request; put it in the target's values"
 
 // readValues reads one values file (.cue, .yaml, .yml or .json), keeping the
 // positions of its fields for error messages. Errors are *Error for bad input

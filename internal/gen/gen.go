@@ -79,14 +79,16 @@ func Build(opts eval.Options) (*Output, error) {
 			// What syncs is the overlay after the user's patches: the same
 			// rules hold for it.
 			lap(&tm.Render)
-			final.Merge(vet.Rendered(t.Name, r.Patches, renderedOf(t.Name, r.Files)))
+			final.Merge(vet.Rendered(t.Name, r.Patches, renderedOf(t.Name, r.Files), vet.Waivers(t.Values)))
 			lap(&tm.Vet)
 		}
 	}
 	if len(final.Errors) > 0 {
 		return nil, &Rejected{Problems: final.Errors, Objects: final.Objects, Patched: true}
 	}
-	out.Vet.Warnings = append(out.Vet.Warnings, final.Warnings...)
+	final.Objects = 0 // the same objects, counted once
+	out.Vet.Merge(final)
+	out.Vet.Warnings = append(out.Vet.Warnings, vet.WaiverNotes(res.Targets, out.Vet)...)
 	if len(opts.Only) == 0 {
 		// The fleet-wide objects sit directly in delivery/.
 		fleet, err := render.Plain(layout.DeliveryDir, res.Fleet)

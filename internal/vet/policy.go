@@ -14,6 +14,15 @@ import (
 // warns about, and a relative hostPath, which the kubelet would resolve
 // against its own working directory.)
 
+// Policies are gvisorgen's policies by the name a target waives them with
+// (policy.waive.<name> in its values; cue/values.cue lists the same names
+// as #PolicyID).
+var Policies = map[string]string{
+	"runtimeclass-handler": "the RuntimeClass handler is runsc, the runtime the installer registers",
+	"managed-storageclass": "no StorageClass under a name the cloud manages itself",
+	"mutable-image":        "every image is pinned by a release tag or a digest, never latest or no tag",
+}
+
 // Handler is the only RuntimeClass handler the installer configures.
 const Handler = "runsc"
 
@@ -27,14 +36,14 @@ var ManagedStorageClasses = map[string]string{
 
 func (c *checker) runtimeClassPolicy(o *nodev1.RuntimeClass) {
 	if o.Handler != Handler {
-		c.policy(p("handler"), "handler %q: the installer registers containerd's runtime %q only; with any other handler every pod of this RuntimeClass fails to start (use handler: %s)",
+		c.policy("runtimeclass-handler", p("handler"), "handler %q: the installer registers containerd's runtime %q only; with any other handler every pod of this RuntimeClass fails to start (use handler: %s)",
 			o.Handler, Handler, Handler)
 	}
 }
 
 func (c *checker) storageClassPolicy(o *storagev1.StorageClass) {
 	if who, ok := ManagedStorageClasses[o.Name]; ok {
-		c.policy(p("metadata", "name"), "StorageClass %q is created and managed by %s: its parameters are immutable, so applying over it fails or fights the cloud; name the class differently (gvisor-workspace) or reference the existing one with storageClass: {create: false, name: %s}",
+		c.policy("managed-storageclass", p("metadata", "name"), "StorageClass %q is created and managed by %s: its parameters are immutable, so applying over it fails or fights the cloud; name the class differently (gvisor-workspace) or reference the existing one with storageClass: {create: false, name: %s}",
 			o.Name, who, o.Name)
 	}
 }
@@ -48,7 +57,7 @@ func (c *checker) images(base []any, s *corev1.PodSpec) {
 	}{{"initContainers", s.InitContainers}, {"containers", s.Containers}} {
 		for i, ctr := range l.cs {
 			if msg := imagePolicy(ctr.Image); msg != "" {
-				c.policy(at(base, l.field, i, "image"), "%s", msg)
+				c.policy("mutable-image", at(base, l.field, i, "image"), "%s", msg)
 			}
 		}
 	}

@@ -15,6 +15,12 @@ func (r *Report) Merge(o Report) {
 	r.Objects += o.Objects
 	r.Errors = append(r.Errors, o.Errors...)
 	r.Warnings = append(r.Warnings, o.Warnings...)
+	for k := range o.Waived {
+		if r.Waived == nil {
+			r.Waived = map[[2]string]bool{}
+		}
+		r.Waived[k] = true
+	}
 }
 
 // Rendered vets a target's rendered files — kustomize's output over an
@@ -23,9 +29,11 @@ func (r *Report) Merge(o Report) {
 // Kubernetes types, the cross-field rules and the policies. An object of a
 // type gvisorgen has no schema for (a patch may add one) gets a warning.
 // kustomize keeps no record of which patch changed an object, so findings
-// name every patch file of the overlay.
-func Rendered(target string, patches []string, files []tree.File) Report {
+// name every patch file of the overlay. The target's waivers apply (the
+// values' run already reported them).
+func Rendered(target string, patches []string, files []tree.File, waive map[string]string) Report {
 	var r Report
+	w := newWaiver(target, waive)
 	by := fmt.Sprintf("after the patches %s", strings.Join(patches, ", "))
 	for _, f := range files {
 		data, err := yaml.YAMLToJSON(tree.StripHeader(f.Data))
@@ -55,8 +63,11 @@ func Rendered(target string, patches []string, files []tree.File) Report {
 			continue
 		}
 		for _, pr := range Check(meta.APIVersion, meta.Kind, data) {
-			r.Errors = append(r.Errors, fmt.Sprintf("%s: %s (%s)", where, pr, by))
+			if !w.waived(pr.Policy) {
+				r.Errors = append(r.Errors, fmt.Sprintf("%s: %s (%s)", where, pr, by))
+			}
 		}
 	}
+	w.record(&r)
 	return r
 }

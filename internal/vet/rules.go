@@ -23,9 +23,10 @@ import (
 type Problem struct {
 	// Path is the field the problem is about: map keys (string) and list
 	// indexes (int), e.g. spec, template, spec, containers, 0, name.
-	Path   []any
-	Msg    string
-	Policy bool
+	Path []any
+	Msg  string
+	// Policy names the gvisorgen policy broken (see Policies), or "".
+	Policy string
 }
 
 // PathString prints the path the way CUE errors print theirs
@@ -52,8 +53,8 @@ func pathString(path []any) string {
 
 func (p Problem) String() string {
 	s := p.PathString() + ": " + p.Msg
-	if p.Policy {
-		s = p.PathString() + ": gvisorgen policy: " + p.Msg
+	if p.Policy != "" {
+		s = p.PathString() + ": gvisorgen policy " + p.Policy + ": " + p.Msg
 	}
 	return s
 }
@@ -121,8 +122,11 @@ func (c *checker) add(path []any, format string, args ...any) {
 	c.out = append(c.out, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (c *checker) policy(path []any, format string, args ...any) {
-	c.out = append(c.out, Problem{Path: path, Msg: fmt.Sprintf(format, args...), Policy: true})
+func (c *checker) policy(id string, path []any, format string, args ...any) {
+	if _, ok := Policies[id]; !ok {
+		panic("vet: unknown policy " + id)
+	}
+	c.out = append(c.out, Problem{Path: path, Msg: fmt.Sprintf(format, args...), Policy: id})
 }
 
 // p builds a path; at appends steps to a copy of one.

@@ -82,7 +82,7 @@ func TestCheck(t *testing.T) {
 		// want: "" for no problem, else "path: substring" of the only problem;
 		// policy marks a policy problem.
 		want   string
-		policy bool
+		policy string
 	}{
 		{name: "valid", edit: `{}`},
 		{name: "selector missing", edit: `spec: {selector: null}`, want: "spec.selector: required"},
@@ -142,23 +142,23 @@ func TestCheck(t *testing.T) {
 
 		// Policies.
 		{name: "policy: image latest", edit: tmpl(`{initContainers: null, containers: [{name: c, image: "busybox:latest"}]}`),
-			want: `spec.template.spec.containers.0.image: gvisorgen policy: image "busybox:latest" uses the mutable tag latest`, policy: true},
+			want: `spec.template.spec.containers.0.image: gvisorgen policy mutable-image: image "busybox:latest" uses the mutable tag latest`, policy: "mutable-image"},
 		{name: "policy: image without tag", edit: tmpl(`{initContainers: [{name: c, image: "registry.example.com:5000/busybox"}]}`),
-			want: `spec.template.spec.initContainers.0.image: gvisorgen policy: image "registry.example.com:5000/busybox" has no tag`, policy: true},
+			want: `spec.template.spec.initContainers.0.image: gvisorgen policy mutable-image: image "registry.example.com:5000/busybox" has no tag`, policy: "mutable-image"},
 		{name: "image with a registry port and a tag", edit: tmpl(`{initContainers: null, containers: [{name: c, image: "registry.example.com:5000/busybox:1.37.0"}]}`)},
 		{name: "image by digest", edit: tmpl(`{initContainers: null, containers: [{name: c, image: "busybox@sha256:` + strings.Repeat("ab", 32) + `"}]}`)},
 		{name: "policy: pod image latest", kind: "v1/Pod",
 			base: `{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {restartPolicy: Never, containers: [{name: c, image: "busybox:1"}]}}`,
-			edit: `spec: {containers: [{name: c, image: busybox}]}`, want: `spec.containers.0.image: gvisorgen policy: image "busybox" has no tag`, policy: true},
+			edit: `spec: {containers: [{name: c, image: busybox}]}`, want: `spec.containers.0.image: gvisorgen policy mutable-image: image "busybox" has no tag`, policy: "mutable-image"},
 		{name: "policy: handler", kind: "node.k8s.io/v1/RuntimeClass",
 			base: `{apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: gvisor}, handler: runsc}`,
-			edit: `handler: kata`, want: `handler: gvisorgen policy: handler "kata": the installer registers containerd's runtime "runsc" only`, policy: true},
+			edit: `handler: kata`, want: `handler: gvisorgen policy runtimeclass-handler: handler "kata": the installer registers containerd's runtime "runsc" only`, policy: "runtimeclass-handler"},
 		{name: "runtimeclass toleration rule", kind: "node.k8s.io/v1/RuntimeClass",
 			base: `{apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: gvisor}, handler: runsc}`,
 			edit: `scheduling: {tolerations: [{operator: Equal}]}`, want: "scheduling.tolerations.0.operator: Equal without a key"},
 		{name: "policy: managed storage class", kind: "storage.k8s.io/v1/StorageClass",
 			base: `{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: gvisor-workspace}, provisioner: ebs.csi.aws.com}`,
-			edit: `metadata: {name: gp2}`, want: `metadata.name: gvisorgen policy: StorageClass "gp2" is created and managed by EKS`, policy: true},
+			edit: `metadata: {name: gp2}`, want: `metadata.name: gvisorgen policy managed-storageclass: StorageClass "gp2" is created and managed by EKS`, policy: "managed-storageclass"},
 		{name: "own storage class", kind: "storage.k8s.io/v1/StorageClass",
 			base: `{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: gvisor-workspace}, provisioner: ebs.csi.aws.com}`,
 			edit: `{}`},

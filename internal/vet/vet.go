@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,9 @@ type Report struct {
 	Objects  int
 	Errors   []string
 	Warnings []string
+	// Waived are the waivers that let a finding through, by target and
+	// policy; WaiverNotes reports them.
+	Waived map[[2]string]bool
 }
 
 // types maps apiVersion/kind to a constructor of its Go type.
@@ -59,29 +63,30 @@ func Object(apiVersion, kind string, data []byte) error {
 func Targets(ts []eval.Target) Report {
 	var r Report
 	// done[decode] holds the findings by the object's JSON.
-	done := map[bool]map[string][]string{true: {}, false: {}}
+	done := map[bool]map[string][]finding{true: {}, false: {}}
 	// vetted returns the findings of one object; decode says whether the Go
 	// types decode it (delivery objects have none here: the CUE types generated
 	// from their CRDs check them during evaluation).
-	vetted := func(o eval.Object, decode bool) []string {
+	vetted := func(o eval.Object, decode bool) []finding {
 		if found, ok := done[decode][string(o.JSON)]; ok {
 			return found
 		}
-		var found []string
+		var found []finding
 		if decode {
 			if err := Object(o.APIVersion, o.Kind, o.JSON); err != nil {
-				found = append(found, err.Error())
+				found = append(found, finding{msg: err.Error()})
 			}
 		}
 		// The cross-field rules and the policies, on every object the target
 		// writes (overlays/, smoke/ and delivery/).
 		for _, pr := range Check(o.APIVersion, o.Kind, o.JSON) {
-			found = append(found, pr.String())
+			found = append(found, finding{msg: pr.String(), policy: pr.Policy})
 		}
 		done[decode][string(o.JSON)] = found
 		return found
 	}
 	for _, t := range ts {
+		w := newWaiver(t.Name, Waivers(t.Values))
 		for _, part := range []struct {
 			objs   []eval.Object
 			decode bool
@@ -91,13 +96,91 @@ func Targets(ts []eval.Target) Report {
 					r.Objects++
 				}
 				for _, f := range vetted(o, part.decode) {
-					r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s %s: %s", t.Name, o.Kind, o.Name, f))
+					if !w.waived(f.policy) {
+						r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s %s: %s", t.Name, o.Kind, o.Name, f.msg))
+					}
 				}
 			}
 		}
 		r.Warnings = append(r.Warnings, warnings(t)...)
+		w.record(&r)
 	}
 	return r
+}
+
+// finding is one problem of an object, and the policy it breaks, if any.
+type finding struct{ msg, policy string }
+
+// Waivers reads policy.waive from a target's values (JSON): the waived
+// policies and their reasons.
+func Waivers(values []byte) map[string]string {
+	var v struct {
+		Policy struct {
+			Waive map[string]string `json:"waive"`
+		} `json:"policy"`
+	}
+	if json.Unmarshal(values, &v) != nil {
+		return nil
+	}
+	return v.Policy.Waive
+}
+
+// waiver applies one target's waivers and remembers which it used.
+type waiver struct {
+	target string
+	waive  map[string]string
+	used   map[string]bool
+}
+
+func newWaiver(target string, waive map[string]string) *waiver {
+	return &waiver{target: target, waive: waive, used: map[string]bool{}}
+}
+
+func (w *waiver) waived(policy string) bool {
+	if policy == "" {
+		return false
+	}
+	if _, ok := w.waive[policy]; ok {
+		w.used[policy] = true
+		return true
+	}
+	return false
+}
+
+func (w *waiver) record(r *Report) {
+	for id := range w.used {
+		if r.Waived == nil {
+			r.Waived = map[[2]string]bool{}
+		}
+		r.Waived[[2]string{w.target, id}] = true
+	}
+}
+
+// WaiverNotes says, for each waiver of each target, what it let through, or
+// that nothing needs it: a waiver is visible in every run, not only in the
+// pull request that added it.
+func WaiverNotes(ts []eval.Target, r Report) []string {
+	var out []string
+	for _, t := range ts {
+		waive := Waivers(t.Values)
+		for _, id := range sortedKeys(waive) {
+			if r.Waived[[2]string{t.Name, id}] {
+				out = append(out, fmt.Sprintf("target %s: policy %s waived (%s): %s", t.Name, id, Policies[id], waive[id]))
+			} else {
+				out = append(out, fmt.Sprintf("target %s: policy %s is waived but nothing breaks it: remove the waiver", t.Name, id))
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // warnings flags values that evaluate fine but weaken a real cluster.
