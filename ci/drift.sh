@@ -17,6 +17,10 @@ annotate() { # level title message
 
 MAKE=${MAKE:-make}
 GVISORGEN=${GVISORGEN:-.bin/gvisorgen}
+# The gate never trusts the cache of fresh trees: a cache restored from another run (a pull
+# request's, say) must not be able to answer "fresh" for this tree.
+GVISORGEN_CACHE=off
+export GVISORGEN_CACHE
 report=$(mktemp "${TMPDIR:-/tmp}/gvisorgen-check.XXXXXX")
 trap 'rm -f "$report"' EXIT
 
@@ -27,6 +31,12 @@ set +e
 "$GVISORGEN" check >"$report" 2>&1
 check_rc=$?
 set -e
+if [ "$check_rc" -eq 1 ] && grep -q '^gvisorgen: policy:' "$report"; then
+	# Not drift: the output breaks a policy (after a patch, say); generate refuses it too.
+	cat "$report" >&2
+	annotate error "policy" "the rendered output breaks a gvisorgen policy: see the log"
+	exit 1
+fi
 if [ "$check_rc" -ge 2 ]; then
 	cat "$report" >&2
 	annotate error "gvisorgen check" "gvisorgen check could not answer (exit $check_rc): see the log"

@@ -145,7 +145,7 @@ func newCheck() *cobra.Command {
 				}
 				fmt.Fprintln(w)
 				for _, c := range rep.Changes {
-					fmt.Fprint(w, tree.UnifiedDiff(c))
+					fmt.Fprint(w, c.UnifiedDiff())
 				}
 			}
 			return err

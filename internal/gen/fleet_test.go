@@ -54,7 +54,7 @@ func TestFleetGolden(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden,
-			tree.UnifiedDiff(tree.Change{Action: tree.Update, Path: golden, Old: want, New: got}))
+			tree.Change{Action: tree.Update, Path: golden, Old: want, New: got}.UnifiedDiff())
 	}
 	// (Several workers: TestParallelSameAsSerial, on a fleet large enough to split.)
 	if other := goldenArchive(build(true).Files); !bytes.Equal(other, got) {

@@ -31,7 +31,7 @@ func TestCommittedTreeIsFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range changes {
-		t.Errorf("%s %s: run `make generate`\n%s", c.Action, c.Path, tree.UnifiedDiff(c))
+		t.Errorf("%s %s: run `make generate`\n%s", c.Action, c.Path, c.UnifiedDiff())
 	}
 	var names []string
 	for _, tg := range out.Result.Targets {

@@ -98,7 +98,7 @@ func byPath(files []tree.File) map[string][]byte {
 
 func entry(p, change string, c tree.Change) Entry {
 	top, target, rest, _ := layout.Output(p)
-	e := Entry{Target: target, File: p, Path: p, Change: change, Diff: tree.UnifiedDiff(c)}
+	e := Entry{Target: target, File: p, Path: p, Change: change, Diff: c.UnifiedDiff()}
 	if top == layout.GeneratedDir {
 		e.File = rest
 	}

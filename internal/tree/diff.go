@@ -7,8 +7,8 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 )
 
-// UnifiedDiff renders a change as a unified diff with three lines of context.
-func UnifiedDiff(c Change) string {
+// UnifiedDiff renders the change as a unified diff with three lines of context.
+func (c Change) UnifiedDiff() string {
 	from, to := "a/"+c.Path, "b/"+c.Path
 	switch c.Action {
 	case Create:
