@@ -262,6 +262,21 @@ func Fresh(root string, e *Entry) string {
 			}
 		}
 	}
+	// A hand-written kustomization of another spelling beside a generated
+	// one is refused by a full run; it is no input the key covers.
+	for _, r := range e.Roots {
+		if top, _, _, _ := layout.Output(r + "/"); top != layout.OverlaysDir {
+			continue
+		}
+		for _, n := range layout.KustomizationNames {
+			if n == layout.Kustomization {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(r), n)); err == nil {
+				return "a foreign kustomization file: " + path.Join(r, n)
+			}
+		}
+	}
 	if why := sameFiles(root, e.Files); why != "" {
 		return why
 	}

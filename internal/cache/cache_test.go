@@ -345,6 +345,9 @@ func TestFresh(t *testing.T) {
 		{"folder of an undeclared target", func(t *testing.T, root string) {
 			os.MkdirAll(filepath.Join(root, "smoke/gone"), 0o755)
 		}, true},
+		{"a foreign kustomization file in an overlay", func(t *testing.T, root string) {
+			write(t, root, "overlays/a/kustomization.yml", "resources: []\n")
+		}, false},
 		{"a top folder that is a file", func(t *testing.T, root string) {
 			write(t, root, "smoke", "not a folder\n")
 		}, false},
