@@ -76,7 +76,8 @@ func run(m *testing.M) int {
 	ctrd24 = get("CONTAINERD24", "")
 	busybox = get("BUSYBOX", "/bin/busybox")
 	ctrBin = get("CTR", "/usr/bin/ctr")
-	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid"} {
+	// curl: the fake host's curl, which install-runsc uses for unpinned downloads (verified TLS).
+	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool+" (not on PATH)")
 		}
