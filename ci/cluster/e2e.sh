@@ -9,8 +9,9 @@
 # restarts are counted), and busybox httpd serving a gVisor mirror on the node's IP.
 #
 # The product is driven only through its own values: a temp copy of cue/ plus targets/e2e.yaml (profile kind, the
-# mirror's baseURL, the imported installer image with pullPolicy Never, the smoke image, runsc network=none for
-# Debian's 2022 runsc), `gvisorgen generate --root <tmp>`, then a server-side apply of <tmp>/generated/e2e/*.yaml.
+# mirror's baseURL, the release's sha512 pins (the mirror is plain http, which the installer takes only pinned), the
+# imported installer image with pullPolicy Never, the smoke image, runsc network=none for Debian's 2022 runsc),
+# `gvisorgen generate --root <tmp>`, then a server-side apply of <tmp>/generated/e2e/*.yaml.
 # Scenarios, in order, on each cluster:
 #   1 negative control: a runtimeClassName: gvisor pod fails with 'no runtime for "runsc" is configured';
 #   2 install: rollout status, the smoke pod of <tmp>/smoke/e2e logs "Starting gVisor" (its PVC bound to a static PV
@@ -20,7 +21,7 @@
 #     names the new tag, the smoke pod runs again;
 #   5 uninstall mode: gVisor pods deleted first; block, runsc.toml, binaries and stamp gone, config byte-identical
 #     to the original, containerd restarted once, last; runc pods run; a gvisor pod fails like the negative control;
-#   6 broken artifact: reinstall 20240212, start a gVisor pod, then 20240213 whose runsc does not match its .sha512:
+#   6 broken artifact: reinstall 20240212, start a gVisor pod, then 20240213 whose runsc does not match its pin:
 #     the installer pod never becomes Ready, containerd is never restarted, the running pods are untouched, and
 #     `kubectl logs -c install-runsc` names the sha512 mismatch.
 # Afterwards: no file of the machine outside the scratch folders changed (a manifest of the bound paths and of
@@ -218,6 +219,14 @@ kubeconfig() { # TOKEN
 kubeconfig "$ADMIN_TOKEN" >"$P/admin.kubeconfig"
 kubeconfig "$NODE_TOKEN" >"$P/node.kubeconfig"
 
+# pins_yaml VERSION: the release's digests as gvisor.release.sha512.x86_64 entries. The mirror is plain http, which the
+# installer accepts only pinned. V_BAD is pinned to the digests it publishes (the genuine ones), not to its runsc.
+pins_yaml() {
+	local a arts="runsc containerd-shim-runsc-v1"
+	[ "$1" != "$V_UP" ] || arts=gvisor.tar.bz2
+	for a in $arts; do printf '        %s: "%s"\n' "$a" "$(cut -d' ' -f1 "$S/$1/x86_64/$a.sha512")"; done
+}
+
 # the test target, in a temp copy of the repository's CUE: nothing but the product's own values
 target() { # VERSION MODE
 	cat >"$T/targets/e2e.yaml" <<EOF
@@ -226,6 +235,9 @@ gvisor:
   version: "$1"
   release:
     baseURL: $MIRROR
+    sha512:
+      x86_64:
+$(pins_yaml "$1")
   installer:
     mode: $2
     image: {repository: gvz-e2e/busybox, tag: e2e, pullPolicy: Never}

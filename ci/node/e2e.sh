@@ -5,7 +5,7 @@
 # (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden): a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
-# busybox httpd serving a release (Debian's runsc 20221219 + the matching 2022 shim) on 127.0.0.1.
+# busybox httpd serving a release (Debian's runsc 20221219 + the matching 2022 shim) on 127.0.0.1, pinned (plain http).
 # The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the host tree
 # at /host and the default HOST_EXEC (nsenter into PID 1's namespaces). Then: ready.sh passes, a CRI pod with runtime
 # handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
@@ -68,6 +68,8 @@ for a in runsc containerd-shim-runsc-v1; do
 	cp "$src" "$W/serve/release/20240212/x86_64/$a"
 	(cd "$W/serve/release/20240212/x86_64" && sha512sum "$a" >"$a.sha512")
 done
+# busybox httpd serves plain http: the installer takes it only pinned (as a real mirror over http:// must be).
+PINS=$(for a in runsc containerd-shim-runsc-v1; do echo "x86_64/$a $(cut -d' ' -f1 "$W/serve/release/20240212/x86_64/$a.sha512")"; done)
 busybox httpd -p 127.0.0.1:18080 -h "$W/serve"
 
 # the host
@@ -126,7 +128,7 @@ runinit() { # SCRIPT [VAR=VALUE...]
 		mount --rbind /dev "$c/dev"
 		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen GVISOR_VERSION=20240212 \
 			GVISOR_BASE_URL=http://127.0.0.1:18080/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
-		sh "$C" "$H" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+		sh "$C" "$H" "GVISOR_SHA512_PINS=$PINS" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
 t=$(date +%s%N)
 runinit install-runsc.sh

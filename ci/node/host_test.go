@@ -199,6 +199,11 @@ func (h *Host) runShellWith(prefix []string, shell, script string, env map[strin
 	for k, v := range env {
 		e[k] = v
 	}
+	// Unless a case says otherwise (even "": no pins), every artifact of the tag is pinned: plain http from busybox
+	// httpd is refused for unpinned artifacts (see trust_test.go for the rule itself).
+	if _, ok := e["GVISOR_SHA512_PINS"]; !ok {
+		e["GVISOR_SHA512_PINS"] = autoPins(e["GVISOR_VERSION"])
+	}
 	var envList []string
 	for _, k := range sortedKeys(e) {
 		if e[k] != "" || k == "HOST_ROOT" {

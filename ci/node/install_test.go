@@ -59,6 +59,26 @@ func pins(tag string, arts ...string) string {
 	return b.String()
 }
 
+// autoPins pins every artifact of a tag that the fixture knows (the default of every script run, see runShellWith).
+func autoPins(tag string) string {
+	var arts []string
+	for _, a := range []string{"runsc", "containerd-shim-runsc-v1", "gvisor.tar.bz2"} {
+		if artSHA[tag+"/"+a] != "" {
+			arts = append(arts, a)
+		}
+	}
+	return pins(tag, arts...)
+}
+
+// tlsEnv: unpinned, from the good HTTPS server, trusting the test CA (the verifying download path).
+func tlsEnv(path string, kv ...string) map[string]string {
+	env := map[string]string{"GVISOR_BASE_URL": tlsGoodURL + path, "GVISOR_SHA512_PINS": "", "GVISOR_CA_BUNDLE": testCAPEM}
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
 func TestInstall(t *testing.T) {
 	t.Run("binaries-layout-then-skip", func(t *testing.T) {
 		h := newHost(t, "16")
@@ -85,15 +105,15 @@ func TestInstall(t *testing.T) {
 	})
 	t.Run("archive-binary-pins-checked-inside-the-archive", func(t *testing.T) {
 		h := newHost(t, "24")
-		bad := "x86_64/runsc " + strings.Repeat("cd", 64)
+		bad := pins(tagArch, "gvisor.tar.bz2") + "x86_64/runsc " + strings.Repeat("cd", 64)
 		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_SHA512_PINS": bad}, `mismatch for runsc inside gvisor\.tar\.bz2`)
 		h.assertNothingInstalled()
-		h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_SHA512_PINS": pins(tagArch, "runsc", "containerd-shim-runsc-v1")})
+		h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_SHA512_PINS": pins(tagArch, "gvisor.tar.bz2", "runsc", "containerd-shim-runsc-v1")})
 		h.assertInstalled("/usr/local/bin", tagArch, archFiles...)
 	})
 	t.Run("archive-forced-on-old-tag-404", func(t *testing.T) {
 		h := newHost(t, "16")
-		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_LAYOUT": "archive"}, `gvisor\.tar\.bz2: not found \(HTTP 404\)`)
+		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_LAYOUT", "archive"), `gvisor\.tar\.bz2: not found \(HTTP 404\)`)
 		h.assertNothingInstalled()
 	})
 	t.Run("binaries-forced-on-new-tag-404", func(t *testing.T) {
@@ -103,12 +123,12 @@ func TestInstall(t *testing.T) {
 	})
 	t.Run("auto-layout-boundary-2026-07-01", func(t *testing.T) {
 		h := newHost(t, "16")
-		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": "20260630"}, `20260630/x86_64/runsc: not found .*resolved to binaries`)
-		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": "20260701.1"}, `20260701\.1/x86_64/gvisor\.tar\.bz2: not found .*resolved to archive`)
+		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20260630"), `20260630/x86_64/runsc: not found .*resolved to binaries`)
+		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20260701.1"), `20260701\.1/x86_64/gvisor\.tar\.bz2: not found .*resolved to archive`)
 	})
 	t.Run("404-no-such-release", func(t *testing.T) {
 		h := newHost(t, "16")
-		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": "20240101"}, `not found \(HTTP 404\)`)
+		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20240101"), `not found \(HTTP 404\)`)
 		h.assertNothingInstalled()
 	})
 	t.Run("connection-refused", func(t *testing.T) {
@@ -135,7 +155,7 @@ func TestInstall(t *testing.T) {
 	})
 	t.Run("published-sha-mismatch", func(t *testing.T) {
 		h := newHost(t, "16")
-		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_BASE_URL": httpdURL + "/badsha"}, `sha512 mismatch for .*runsc against the published runsc\.sha512`)
+		h.mustFail("install-runsc.sh", tlsEnv("/badsha"), `sha512 mismatch for .*runsc against the published runsc\.sha512 over verified TLS`)
 		h.assertNothingInstalled()
 	})
 	t.Run("pinned-sha-mismatch", func(t *testing.T) {
@@ -237,7 +257,7 @@ func TestInstall(t *testing.T) {
 	})
 	t.Run("archive-with-dotdot-refused", func(t *testing.T) {
 		h := newHost(t, "16")
-		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_BASE_URL": httpdURL + "/evil"}, `absolute or '\.\.' paths`)
+		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_BASE_URL": httpdURL + "/evil", "GVISOR_SHA512_PINS": "x86_64/gvisor.tar.bz2 " + artSHA["evil/gvisor.tar.bz2"]}, `absolute or '\.\.' paths`)
 		h.assertNothingInstalled()
 	})
 	t.Run("wrong-mode-refused", func(t *testing.T) {

@@ -242,7 +242,7 @@ func TestLock(t *testing.T) {
 		for _, k := range sortedKeys(h.Env) {
 			cmd.Env = append(cmd.Env, k+"="+h.Env[k])
 		}
-		cmd.Env = append(cmd.Env, "PATH="+bbDir, "GVISOR_BASE_URL="+faultURL+"/hang", "DOWNLOAD_TIMEOUT_SECONDS=30")
+		cmd.Env = append(cmd.Env, "PATH="+bbDir, "GVISOR_BASE_URL="+faultURL+"/hang", "DOWNLOAD_TIMEOUT_SECONDS=30", "GVISOR_SHA512_PINS="+autoPins(tagBin))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,8 @@ func run(m *testing.M) int {
 	ctrd24 = get("CONTAINERD24", "")
 	busybox = get("BUSYBOX", "/bin/busybox")
 	ctrBin = get("CTR", "/usr/bin/ctr")
-	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid"} {
+	// curl: the fake host's curl, which install-runsc uses for unpinned downloads (verified TLS).
+	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool+" (not on PATH)")
 		}
@@ -125,6 +126,7 @@ func run(m *testing.M) int {
 	defer srv.Close()
 	faultURL = "http://" + ln.Addr().String()
 	refusedURL = fmt.Sprintf("http://127.0.0.1:%d", freePort())
+	defer startTLSServers()()
 
 	fmt.Printf("node test fixture ready in %.1fs (busybox %s, containerd 1.6 %s, 2.4 %s)\n",
 		time.Since(start).Seconds(), busybox, ctrd16, ctrd24)
@@ -204,7 +206,15 @@ func buildArtifacts(root string) {
 	}
 	// An archive with a '..' entry.
 	evil := tarBz2("", map[string][]byte{"runsc": []byte("x"), "containerd-shim-runsc-v1": []byte("x"), "gvisor-bin/a": []byte("x"), "../../evil": []byte("x")})
+	artSHA["evil/gvisor.tar.bz2"] = sum(evil)
 	writeArtifact(filepath.Join(root, "evil", tagArch, "x86_64"), "gvisor.tar.bz2", evil, "")
+	// A substitute runsc with a matching published .sha512 (and the genuine shim): what an attacker in the path serves.
+	subst := fakeBinary("runsc", "SUBSTITUTE")
+	artSHA["subst/runsc"] = sum(subst)
+	writeArtifact(filepath.Join(root, "subst", tagBin, "x86_64"), "runsc", subst, "")
+	b, err := os.ReadFile(filepath.Join(root, "release", tagBin, "x86_64", "containerd-shim-runsc-v1"))
+	must(err)
+	writeArtifact(filepath.Join(root, "subst", tagBin, "x86_64"), "containerd-shim-runsc-v1", b, "")
 }
 
 // tarBz2 makes a .tar.bz2 (Go has no bzip2 writer: tar in Go, compress with the bzip2 command).

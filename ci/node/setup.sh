@@ -1,7 +1,8 @@
 #!/bin/sh
 # ci/node/setup.sh: install what the node-installer tests need (idempotent, prints phase timings).
 #  - Debian packages: busybox-static (the installer's shell and applets), containerd 1.6 + runc (the 1.6 checks),
-#    the shellcheck linter, bzip2 (to build the test's release archive), util-linux (unshare), procps.
+#    the shellcheck linter, bzip2 (to build the test's release archive), util-linux (unshare), procps, curl and
+#    ca-certificates (the fake host's curl: install-runsc fetches unpinned artifacts with the host's curl).
 #  - containerd v2.4.2 built from its Go module into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-v2.4.2/containerd
 #    (built into a temp dir and renamed, so an interrupted build never looks complete).
@@ -16,7 +17,7 @@ now() { date +%s; }
 t_all=$(now)
 
 # --- Debian packages -------------------------------------------------------------------------------------------
-pkgs="busybox-static containerd runc shellcheck bzip2 util-linux procps"
+pkgs="busybox-static containerd runc shellcheck bzip2 util-linux procps curl ca-certificates"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -1,17 +1,23 @@
 #!/bin/sh
 # install-runsc.sh: init container `install-runsc` of the gvisorgen runsc-installer DaemonSet.
 #
-# Downloads the gVisor release GVISOR_VERSION for this node's architecture from GVISOR_BASE_URL, verifies it
-# (pinned sha512 from GVISOR_SHA512_PINS first, else the published .sha512 next to the artifact), and installs
+# Downloads the gVisor release GVISOR_VERSION for this node's architecture from GVISOR_BASE_URL, verifies it, and installs
 # runsc, containerd-shim-runsc-v1 and, for archive releases, gvisor-bin/ into INSTALL_DIR on the host, each file
 # atomically (temp file in the same dir, chmod 0755, rename), then writes the stamp INSTALL_DIR/.gvisorgen-runsc.stamp
 # (tag, arch, layout, source digests, installed files' digests). Skips everything when the stamp matches and the
 # installed files still verify. New binaries need no containerd restart. Installs nothing on any failure.
 #
+# Trust rule: an artifact is installed only if (a) its sha512 is pinned in GVISOR_SHA512_PINS (then busybox wget may
+# fetch it from anywhere, http:// included), or (b) it and its published .sha512 were fetched over TLS whose chain and
+# host name were verified: by the host's curl through HOST_EXEC (https only, the host's CA store or GVISOR_CA_BUNDLE),
+# streamed into this container. busybox wget does not verify certificates, so a .sha512 it fetched proves nothing.
+# Anything else (unpinned over http://, no curl on the host, a certificate curl rejects) is refused; no value relaxes it.
+#
 # Environment (set by the generator; see README.md for the whole contract):
 #   HOST_ROOT (/host)  HOST_EXEC (nsenter -t 1 -m -u -i -n -p --)  GVISOR_MODE (install)
 #   GVISOR_VERSION (YYYYMMDD or YYYYMMDD.N, required)  GVISOR_BASE_URL  GVISOR_LAYOUT (auto|binaries|archive)
-#   GVISOR_SHA512_PINS ("<arch>/<artifact> <sha512>" lines)  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen)
+#   GVISOR_SHA512_PINS ("<arch>/<artifact> <sha512>" lines)  GVISOR_CA_BUNDLE (PEM, empty: the host's CA store)
+#   HOST_PATH  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen; also holds the CA bundle for curl while it runs)
 #   DOWNLOAD_TIMEOUT_SECONDS (60)  DOWNLOAD_RETRIES (3)  LOCK_TIMEOUT_SECONDS (300)
 # Exit status: 0 installed (or already installed), non-zero with an ERROR line saying what failed.
 set -eu
@@ -40,7 +46,8 @@ gvz_lock
 
 # --- already installed? ---------------------------------------------------------------------------------------------
 # The stamp must name this tag, arch and layout; every pin must equal the recorded source digest; every installed
-# file must still hash to its recorded digest. A published .sha512 is not fetched again for a tag already installed.
+# file must still hash to its recorded digest; an unpinned source must have been verified (pinned or verified-tls).
+# A published .sha512 is not fetched again for a tag already installed.
 stamp_matches() {
     [ -f "$STAMP" ] || return 1
     [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || return 1
@@ -48,7 +55,13 @@ stamp_matches() {
     [ "$(awk '$1 == "layout" { print $2 }' "$STAMP")" = "$LAYOUT" ] || return 1
     for a in $ARTIFACTS; do
         p=$(gvz_pin "$ARCH" "$a")
-        [ -z "$p" ] || [ "$(awk -v a="$a" '$1 == "source" && $2 == a { print $3 }' "$STAMP")" = "$p" ] || return 1
+        src=$(awk -v a="$a" '$1 == "source" && $2 == a { print $3 " " $4 }' "$STAMP")
+        if [ -n "$p" ]; then
+            [ "${src% *}" = "$p" ] || return 1
+        else
+            # Stamps of older installers (which trusted a .sha512 fetched by wget) name no method: reinstall.
+            case ${src#* } in pinned | verified-tls) ;; *) return 1 ;; esac
+        fi
     done
     for f in runsc containerd-shim-runsc-v1; do
         p=$(gvz_pin "$ARCH" "$f")
@@ -64,6 +77,35 @@ if stamp_matches; then
     exit 0
 fi
 
+# --- trust: a pin, or a verifying download ---------------------------------------------------------------------------
+WAYS_OUT="pin its sha512 (gvisorgen pin, or gvisor.release.sha512.$ARCH.<artifact> in values: GVISOR_SHA512_PINS), or download it over verified TLS (an https:// base URL whose certificate chain and host name the host's curl verifies against the host's CA store or gvisor.release.caBundle: GVISOR_CA_BUNDLE)"
+UNPINNED=""
+for a in $ARTIFACTS; do
+    [ -n "$(gvz_pin "$ARCH" "$a")" ] || UNPINNED="$UNPINNED $a"
+done
+UNPINNED=${UNPINNED# }
+CURL_CACERT=""
+if [ -n "$UNPINNED" ]; then
+    case $GVISOR_BASE_URL in
+    https://*) ;;
+    *) gvz_die "refusing to install $UNPINNED from $URL: not pinned, and a plain http:// download cannot be verified; either $WAYS_OUT" ;;
+    esac
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    if ! cv=$(timeout 30 $GVZ_HX curl --version 2>&1); then
+        gvz_die "refusing to install $UNPINNED from $URL: not pinned, and the host has no working curl to download it over verified TLS (busybox wget does not verify certificates): $(printf '%s' "$cv" | head -n 1 | head -c 200); either $WAYS_OUT"
+    fi
+    if [ -n "$GVISOR_CA_BUNDLE" ]; then
+        # The host's curl reads the bundle from a host path: STATE_DIR is mounted at the same path under HOST_ROOT.
+        # Public certificates only; removed on exit (and those of killed runs here, under the lock).
+        rm -f "$HOST_ROOT$STATE_DIR"/.gvisorgen-ca.*.pem
+        ca=$STATE_DIR/.gvisorgen-ca.$$.pem
+        GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $HOST_ROOT$ca"
+        printf '%s\n' "$GVISOR_CA_BUNDLE" >"$HOST_ROOT$ca" || gvz_die "cannot write the CA bundle to $ca"
+        CURL_CACERT="--cacert $ca"
+    fi
+    gvz_log "not pinned: $UNPINNED; downloading with the host's $(printf '%s' "$cv" | head -n 1 | cut -d' ' -f1-2), TLS verified against $([ -n "$CURL_CACERT" ] && echo "GVISOR_CA_BUNDLE" || echo "the host's CA store")"
+fi
+
 # The install dir must be writable before anything is downloaded (GKE COS: read-only /usr/local/bin).
 probe=$IDIR/.gvisorgen-probe.$$
 GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $probe"
@@ -74,25 +116,57 @@ rm -f "$probe"
 
 # --- download + verify ----------------------------------------------------------------------------------------------
 
-# fetch URL DEST : bounded download with retries and exponential backoff; dies saying why.
+# fetch URL DEST [curl] : bounded download with retries and exponential backoff; dies saying why. With "curl", the
+# host's curl fetches it: https only (redirects too), TLS 1.2+, chain and host name verified, streamed to our stdout so
+# nothing is written on the host. A certificate curl rejects is not retried.
 fetch() {
     attempt=1
     delay=1
     while :; do
         rm -f "$2"
-        if err=$(timeout "$DOWNLOAD_TIMEOUT_SECONDS" wget -q -O "$2" "$1" 2>&1); then
-            return 0
+        if [ "${3:-}" = curl ]; then
+            # Our timeout is a backstop only: curl's --max-time ends curl itself (nsenter may fork it).
+            # shellcheck disable=SC2086 # GVZ_HX and CURL_CACERT are split on purpose
+            if err=$(timeout "$((DOWNLOAD_TIMEOUT_SECONDS + 5))" $GVZ_HX curl -fsS -L --proto =https --proto-redir =https \
+                --tlsv1.2 --max-time "$DOWNLOAD_TIMEOUT_SECONDS" $CURL_CACERT "$1" 2>&1 >"$2"); then
+                return 0
+            else
+                rc=$?
+            fi
+            # curl's first line says what failed; the rest is advice to browse its web site.
+            err=$(printf '%s\n' "$err" | head -n 1 | sed 's/[[:space:]]*More details here:.*//; s/[[:space:]]*$//')
+            case "$rc:$err" in
+            143:* | 124:* | 28:*) why="timed out after ${DOWNLOAD_TIMEOUT_SECONDS}s" ;;
+            22:*" 404"*) gvz_die "$1: not found (HTTP 404): is $GVISOR_VERSION a real release, and is the layout right (GVISOR_LAYOUT=$GVISOR_LAYOUT resolved to $LAYOUT)?" ;;
+            22:*) why="server error: ${err#curl: (22) }" ;;
+            7:*) why="cannot connect: $err" ;;
+            # 35 handshake, 51/60 certificate or host name (51 merged into 60 in curl 7.62), 58/77 local
+            # certificate or CA file, the others further TLS setup failures: a refusal, not a retry.
+            35:* | 51:* | 53:* | 54:* | 58:* | 59:* | 60:* | 64:* | 66:* | 77:* | 80:* | 82:* | 83:* | 90:* | 91:*)
+                rm -f "$2"
+                gvz_die "TLS verification of $1 failed (host curl exit $rc: $err); it is not pinned, so it is refused: either $WAYS_OUT"
+                ;;
+            1:*)
+                rm -f "$2"
+                gvz_die "host curl refused $1 (exit 1, a redirect to a non-https URL?): $err; either $WAYS_OUT"
+                ;;
+            *) why="host curl exit $rc: ${err:-no message}" ;;
+            esac
         else
-            rc=$?
+            if err=$(timeout "$DOWNLOAD_TIMEOUT_SECONDS" wget -q -O "$2" "$1" 2>&1); then
+                return 0
+            else
+                rc=$?
+            fi
+            err=$(printf '%s' "$err" | tr '\n' ' ' | sed 's/[[:space:]]*$//')
+            case "$rc:$err" in
+            143:* | 124:*) why="timed out after ${DOWNLOAD_TIMEOUT_SECONDS}s" ;;
+            *"HTTP/"*" 404"* | *" 404 Not Found"*) gvz_die "$1: not found (HTTP 404): is $GVISOR_VERSION a real release, and is the layout right (GVISOR_LAYOUT=$GVISOR_LAYOUT resolved to $LAYOUT)?" ;;
+            *"onnection refused"*) why="connection refused" ;;
+            *"server returned error"*) why="server error: ${err#*server returned error: }" ;;
+            *) why="wget exit $rc: ${err:-no message}" ;;
+            esac
         fi
-        err=$(printf '%s' "$err" | tr '\n' ' ' | sed 's/[[:space:]]*$//')
-        case "$rc:$err" in
-        143:* | 124:*) why="timed out after ${DOWNLOAD_TIMEOUT_SECONDS}s" ;;
-        *"HTTP/"*" 404"* | *" 404 Not Found"*) gvz_die "$1: not found (HTTP 404): is $GVISOR_VERSION a real release, and is the layout right (GVISOR_LAYOUT=$GVISOR_LAYOUT resolved to $LAYOUT)?" ;;
-        *"onnection refused"*) why="connection refused" ;;
-        *"server returned error"*) why="server error: ${err#*server returned error: }" ;;
-        *) why="wget exit $rc: ${err:-no message}" ;;
-        esac
         if [ "$attempt" -ge "$DOWNLOAD_RETRIES" ]; then
             rm -f "$2"
             gvz_die "download of $1 failed after $attempt attempt(s): $why"
@@ -104,30 +178,38 @@ fetch() {
     done
 }
 
-# verify ARTIFACT FILE : prints the verified digest; pin wins over the published .sha512.
+# verify ARTIFACT FILE : prints "<verified digest> <how>". A pin wins; else the published .sha512, which counts only
+# because it came over verified TLS (fetched by the host's curl, as the artifact was).
 verify() {
     want=$(gvz_pin "$ARCH" "$1")
     if [ -n "$want" ]; then
         src="pinned digest"
+        how=pinned
     else
-        fetch "$URL/$1.sha512" "$GVZ_TMP/$1.sha512"
+        fetch "$URL/$1.sha512" "$GVZ_TMP/$1.sha512" curl
         want=$(awk 'NR == 1 { print tolower($1) }' "$GVZ_TMP/$1.sha512")
         gvz_is_sha512 "$want" || gvz_die "$URL/$1.sha512 does not hold a sha512 digest"
-        src="published $1.sha512"
+        src="published $1.sha512 over verified TLS"
+        how=verified-tls
     fi
     got=$(gvz_sha512 "$2")
     if [ "$got" != "$want" ]; then
         gvz_die "sha512 mismatch for $URL/$1 against the $src (truncated, corrupted or tampered download; $(wc -c <"$2") bytes): want $want got $got"
     fi
     gvz_log "verified $1 ($src)"
-    echo "$got"
+    echo "$got $how"
 }
 
 mkdir -p "$GVZ_TMP/dl" "$GVZ_TMP/x"
 sources=""
 for a in $ARTIFACTS; do
-    gvz_log "downloading $URL/$a"
-    fetch "$URL/$a" "$GVZ_TMP/dl/$a"
+    if [ -n "$(gvz_pin "$ARCH" "$a")" ]; then
+        gvz_log "downloading $URL/$a (pinned: busybox wget)"
+        fetch "$URL/$a" "$GVZ_TMP/dl/$a"
+    else
+        gvz_log "downloading $URL/$a (not pinned: host curl, verified TLS)"
+        fetch "$URL/$a" "$GVZ_TMP/dl/$a" curl
+    fi
     digest=$(verify "$a" "$GVZ_TMP/dl/$a") || exit 1
     sources="$sources
 source $a $digest"

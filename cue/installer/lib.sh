@@ -50,6 +50,7 @@ gvz_load_env() {
     GVISOR_BASE_URL=${GVISOR_BASE_URL%/}
     GVISOR_LAYOUT=${GVISOR_LAYOUT:-auto}
     GVISOR_SHA512_PINS=${GVISOR_SHA512_PINS:-}
+    GVISOR_CA_BUNDLE=${GVISOR_CA_BUNDLE:-}
     GVISOR_MODE=${GVISOR_MODE:-install}
     INSTALL_DIR=${INSTALL_DIR:-/usr/local/bin}
     INSTALL_DIR=${INSTALL_DIR%/}
@@ -81,6 +82,13 @@ gvz_load_env() {
     set -- $HOST_EXEC
     [ $# -gt 0 ] || gvz_die "HOST_EXEC is empty"
     gvz_need_applets "$1"
+    # A CA bundle is PEM text: refuse anything else early rather than let the host's curl misread it.
+    if [ -n "$GVISOR_CA_BUNDLE" ]; then
+        case $GVISOR_CA_BUNDLE in
+        *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"*) ;;
+        *) gvz_die "GVISOR_CA_BUNDLE must be PEM certificates (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)" ;;
+        esac
+    fi
     case $HOST_PATH in *[!A-Za-z0-9._/:-]*) gvz_die "HOST_PATH may hold only letters, digits and . _ / : -, got '$HOST_PATH'" ;; esac
     # Host commands run with the host's usual PATH, not the image's (nsenter passes our environment through).
     GVZ_HX="$HOST_EXEC env PATH=$HOST_PATH"

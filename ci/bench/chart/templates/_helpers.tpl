@@ -44,6 +44,7 @@ env:
 - {name: GVISOR_BASE_URL, value: {{ $G.release.baseURL | quote }}}
 - {name: GVISOR_LAYOUT, value: {{ $G.release.layout | quote }}}
 - {name: GVISOR_SHA512_PINS, value: {{ join "\n" $pins | quote }}}
+- {name: GVISOR_CA_BUNDLE, value: {{ $G.release.caBundle | quote }}}
 - {name: HOST_ROOT, value: /host}
 - {name: INSTALL_DIR, value: {{ $G.host.installDir | quote }}}
 - {name: INSTALL_DIR_ON_PATH, value: {{ $G.host.installDirOnPath | toString | quote }}}
