@@ -204,7 +204,7 @@ func warnings(t eval.Target) []string {
 	}
 	var out []string
 	if len(v.Gvisor.Release.SHA512) == 0 && t.Profile != "kind" {
-		out = append(out, fmt.Sprintf("target %s: gvisor.release.sha512 pins no digest: the installer trusts the .sha512 published beside the artifact, which only detects corruption (busybox wget does not verify TLS)", t.Name))
+		out = append(out, fmt.Sprintf("target %s: gvisor.release.sha512 pins no digest: each node then installs only what the host's curl fetched over verified TLS (the mirror and the CA are trusted); pinned digests make a changed artifact fail instead", t.Name))
 	}
 	if v.Gvisor.Installer.Image.Digest == nil && t.Profile != "kind" {
 		out = append(out, fmt.Sprintf("target %s: gvisor.installer.image has no digest: the tag %q can move under a committed tree", t.Name, v.Gvisor.Installer.Image.Tag))
