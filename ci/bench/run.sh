@@ -155,6 +155,10 @@ fleet() {
 				printf '  scheduling:\n    nodeSelector:\n      pool: p%d\n' "$pool"
 				printf '    tolerations:\n    - {key: sandbox, operator: Equal, value: "true", effect: NoSchedule}\n'
 			fi
+			# gke and eks require pins; nothing can be pinned here (the example targets waive the same)
+			if [ "$profile" != kind ]; then
+				printf 'policy:\n  waive:\n    unpinned-release: bench fleet\n    unpinned-image: bench fleet\n'
+			fi
 		} >"$dir/targets/$name.yaml"
 		cp "$dir/targets/$name.yaml" "$dir/helm/$name.yaml"
 		echo "$name $profile" >>"$dir/helm.list"
@@ -165,6 +169,9 @@ fleet() {
 				printf '\tgvisor: tolerations: [{key: "sandbox", operator: "Equal", value: "true", effect: "NoSchedule"}]\n'
 				printf '\tgvisor: scheduling: nodeSelector: pool: "p%d"\n' "$pool"
 				printf '\tgvisor: scheduling: tolerations: [{key: "sandbox", operator: "Equal", value: "true", effect: "NoSchedule"}]\n'
+			fi
+			if [ "$profile" != kind ]; then
+				printf '\tpolicy: waive: {"unpinned-release": "bench fleet", "unpinned-image": "bench fleet"}\n'
 			fi
 			printf '}\n'
 		} >>"$dir/fleet.cue"

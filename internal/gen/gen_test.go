@@ -266,7 +266,7 @@ func TestMemoSameAsFresh(t *testing.T) {
 		{
 			name: "values derived from the name",
 			edit: func(t *testing.T, dir string) {
-				edit(t, dir, "cue/targets.cue", `gke: profile:  "gke"`, `gke: profile:  "gke"
+				edit(t, dir, "cue/targets.cue", `kind: profile: "kind"`, `kind: profile: "kind"
 	[_]: {
 		target: _
 		gvisor: runsc: config: platform: *{gke: "kvm"}[target] | "systrap"
@@ -293,7 +293,7 @@ func TestMemoSameAsFresh(t *testing.T) {
 		{
 			name: "pattern constraint in a target",
 			edit: func(t *testing.T, dir string) {
-				if err := os.WriteFile(filepath.Join(dir, "targets", "c0100.cue"), []byte("profile: \"eks\"\ngvisor: nodeSelector: [string]: \"windows\"\n"), 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, "targets", "c0100.cue"), []byte("profile: \"eks\"\ngvisor: nodeSelector: [string]: \"windows\"\npolicy: waive: {\"unpinned-release\": \"test\", \"unpinned-image\": \"test\"}\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			},

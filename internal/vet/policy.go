@@ -21,6 +21,8 @@ var Policies = map[string]string{
 	"runtimeclass-handler": "the RuntimeClass handler is runsc, the runtime the installer registers",
 	"managed-storageclass": "no StorageClass under a name the cloud manages itself",
 	"mutable-image":        "every image is pinned by a release tag or a digest, never latest or no tag",
+	"unpinned-release":     "the profile requires a pinned sha512 for every artifact its nodes install",
+	"unpinned-image":       "the profile requires the installer image pinned by digest",
 }
 
 // Handler is the only RuntimeClass handler the installer configures.

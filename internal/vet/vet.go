@@ -102,7 +102,13 @@ func Targets(ts []eval.Target) Report {
 				}
 			}
 		}
-		r.Warnings = append(r.Warnings, warnings(t)...)
+		errs, warns := pinFindings(t)
+		for _, f := range errs {
+			if !w.waived(f.policy) {
+				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s", t.Name, f.msg))
+			}
+		}
+		r.Warnings = append(r.Warnings, warns...)
 		w.record(&r)
 	}
 	return r
@@ -180,34 +186,5 @@ func sortedKeys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
-	return out
-}
-
-// warnings flags values that evaluate fine but weaken a real cluster.
-func warnings(t eval.Target) []string {
-	var v struct {
-		Gvisor struct {
-			Enabled bool `json:"enabled"`
-			Release struct {
-				SHA512 map[string]json.RawMessage `json:"sha512"`
-			} `json:"release"`
-			Installer struct {
-				Image struct {
-					Tag    string  `json:"tag"`
-					Digest *string `json:"digest"`
-				} `json:"image"`
-			} `json:"installer"`
-		} `json:"gvisor"`
-	}
-	if err := json.Unmarshal(t.Values, &v); err != nil || !v.Gvisor.Enabled {
-		return nil
-	}
-	var out []string
-	if len(v.Gvisor.Release.SHA512) == 0 && t.Profile != "kind" {
-		out = append(out, fmt.Sprintf("target %s: gvisor.release.sha512 pins no digest: each node then installs only what the host's curl fetched over verified TLS (the mirror and the CA are trusted); pinned digests make a changed artifact fail instead", t.Name))
-	}
-	if v.Gvisor.Installer.Image.Digest == nil && t.Profile != "kind" {
-		out = append(out, fmt.Sprintf("target %s: gvisor.installer.image has no digest: the tag %q can move under a committed tree", t.Name, v.Gvisor.Installer.Image.Tag))
-	}
 	return out
 }

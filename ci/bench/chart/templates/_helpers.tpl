@@ -10,7 +10,7 @@ app.kubernetes.io/name: runsc-installer
 
 {{- define "gvisor.image" -}}
 {{- $i := .Values.gvisor.installer.image -}}
-{{- if $i.digest }}{{ $i.repository }}@{{ $i.digest }}{{ else }}{{ $i.repository }}:{{ $i.tag }}{{ end -}}
+{{- if $i.digest }}{{ $i.repository }}:{{ $i.tag }}@{{ $i.digest }}{{ else }}{{ $i.repository }}:{{ $i.tag }}{{ end -}}
 {{- end }}
 
 {{/* The installer scripts by base name, from files/ (copied from cue/installer by run.sh). */}}

@@ -1,0 +1,99 @@
+package vet
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+)
+
+// Supply chain: every artifact a node installs must be pinned (its sha512
+// in the committed values) or fetched over TLS verified against a real CA;
+// the installer enforces that on the node. Here the generator says, per
+// target, exactly which pins are missing, refuses what the node would refuse
+// (an unpinned artifact over http://), and holds the profiles that require
+// pins (#PinPolicy) to it, which only a waiver relaxes.
+
+// releaseValues are the values pinning looks at.
+type releaseValues struct {
+	Policy struct {
+		RequirePins bool `json:"requirePins"`
+	} `json:"policy"`
+	Gvisor struct {
+		Enabled bool   `json:"enabled"`
+		Version string `json:"version"`
+		Release struct {
+			BaseURL   string                       `json:"baseURL"`
+			SHA512    map[string]map[string]string `json:"sha512"`
+			Artifacts map[string][]string          `json:"artifacts"`
+		} `json:"release"`
+		Installer struct {
+			Mode  string `json:"mode"`
+			Image struct {
+				Repository string `json:"repository"`
+				Tag        string `json:"tag"`
+				Digest     string `json:"digest"`
+			} `json:"image"`
+		} `json:"installer"`
+	} `json:"gvisor"`
+}
+
+// MissingPins lists, as arch/artifact, the artifacts a target's nodes
+// download that its values pin no digest for, sorted.
+func MissingPins(values []byte) ([]string, error) {
+	var v releaseValues
+	if err := json.Unmarshal(values, &v); err != nil {
+		return nil, err
+	}
+	return missing(&v), nil
+}
+
+func missing(v *releaseValues) []string {
+	var out []string
+	for arch, names := range v.Gvisor.Release.Artifacts {
+		for _, n := range names {
+			if v.Gvisor.Release.SHA512[arch][n] == "" {
+				out = append(out, arch+"/"+n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pinFindings are a target's supply-chain errors (some are waivable
+// policies) and warnings.
+func pinFindings(t eval.Target) (errs []finding, warns []string) {
+	var v releaseValues
+	if err := json.Unmarshal(t.Values, &v); err != nil || !v.Gvisor.Enabled {
+		return nil, nil
+	}
+	rel := &v.Gvisor.Release
+	if miss := missing(&v); len(miss) > 0 && v.Gvisor.Installer.Mode != "uninstall" {
+		list := strings.Join(miss, ", ")
+		switch {
+		case strings.HasPrefix(rel.BaseURL, "http://"):
+			// Not a policy: the node refuses it whatever the values say.
+			errs = append(errs, finding{msg: fmt.Sprintf("gvisor.release.baseURL %s is plain http: the installer installs an unpinned artifact only when it was fetched over https with a verified certificate, so every node would refuse %s of release %s; pin them (`gvisorgen pin`) or serve the mirror over https",
+				rel.BaseURL, list, v.Gvisor.Version)})
+		case v.Policy.RequirePins:
+			errs = append(errs, finding{policy: "unpinned-release", msg: fmt.Sprintf("gvisorgen policy unpinned-release: gvisor.release.sha512 pins no digest for %s of release %s, and the profile %s requires pins: run `gvisorgen pin` (it writes cue/pins.cue from the published digests, fetched over verified TLS), or waive unpinned-release with a reason",
+				list, v.Gvisor.Version, t.Profile)})
+		default:
+			warns = append(warns, fmt.Sprintf("target %s: gvisor.release.sha512 pins no digest for %s of release %s: each node installs only what the host's curl fetched over verified TLS (the mirror and its CA are trusted); run `gvisorgen pin` to pin them",
+				t.Name, list, v.Gvisor.Version))
+		}
+	}
+	img := v.Gvisor.Installer.Image
+	if img.Digest == "" {
+		msg := fmt.Sprintf("gvisor.installer.image %s:%s has no digest: the tag can move under a committed tree and every node runs the installer privileged", img.Repository, img.Tag)
+		if v.Policy.RequirePins {
+			errs = append(errs, finding{policy: "unpinned-image", msg: "gvisorgen policy unpinned-image: " + msg + "; run `gvisorgen pin` (it resolves the tag to its digest), or waive unpinned-image with a reason"})
+		} else {
+			warns = append(warns, fmt.Sprintf("target %s: %s; run `gvisorgen pin` to pin it", t.Name, msg))
+		}
+	}
+	return errs, warns
+}
