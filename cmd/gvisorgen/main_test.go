@@ -12,6 +12,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is gvisorgen itself when the kill test runs it as a
+	// subprocess (it needs a real process to SIGKILL).
+	if os.Getenv("GVISORGEN_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	testscript.Main(m, map[string]func(){
 		"gvisorgen": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		// expect CODE ARGS... runs gvisorgen ARGS and succeeds only when it
@@ -47,8 +52,19 @@ func TestScripts(t *testing.T) {
 			return os.CopyFS(filepath.Join(env.WorkDir, "cue"), os.DirFS(cueDir))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"snapshot": snapshot,
-			"backdate": backdate,
+			"snapshot":  snapshot,
+			"backdate":  backdate,
+			"treehash":  treehash,
+			"immutable": immutable,
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
+			case "chattr":
+				return chattrWorks(), nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
 }
