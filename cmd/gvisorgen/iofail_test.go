@@ -76,7 +76,7 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(fi.Size() &^ 4095 - 2*4096); err != nil {
+	if err := f.Truncate(fi.Size()&^4095 - 2*4096); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
