@@ -72,8 +72,10 @@ func sameFiles(t *testing.T, a, b []tree.File) {
 // TestKustomizeParity: the stdout of the kustomize CLI (the release built on
 // our kustomize/api version, as Argo CD and Flux run it) over each overlay
 // equals the files of generated/<target>, headers removed, joined with "---"
-// in the order kustomize prints. It runs on a temp copy that also holds a
-// user patch, so that patches are covered too.
+// in the order kustomize prints. It runs on a temp copy that also holds
+// user patches, so that patches are covered too: a plain patch file in gke's
+// patches/, and in kind's a kustomize Component with a patch in a sub-folder
+// and JSON 6902 patches in YAML (.patch) and in JSON.
 func TestKustomizeParity(t *testing.T) {
 	bin := os.Getenv("KUSTOMIZE")
 	if bin == "" {
@@ -92,6 +94,27 @@ func TestKustomizeParity(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "overlays/gke/patches/tolerate-all.yaml"), []byte(patch), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// kind's patches/ is a kustomize Component that uses what only a
+	// Component may: a strategic-merge patch in a sub-folder, a JSON 6902
+	// patch in YAML with a .patch name, and one in JSON.
+	component := map[string]string{
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\npatches:\n" +
+			"- path: sub/pool.yaml\n" +
+			"- path: label.patch\n  target: {kind: DaemonSet, name: runsc-installer}\n" +
+			"- path: annotate.json\n  target: {kind: RuntimeClass, name: gvisor}\n",
+		"sub/pool.yaml": "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: runsc-installer\n  namespace: gvisor-system\nspec:\n  template:\n    metadata:\n      labels:\n        example.com/pool: sandbox\n",
+		"label.patch":   "- op: add\n  path: /metadata/labels/example.com~1patched-by\n  value: json6902-yaml\n",
+		"annotate.json": `[{"op": "add", "path": "/metadata/annotations/example.com~1patched-by", "value": "json6902-json"}]`,
+	}
+	for name, data := range component {
+		p := filepath.Join(dir, "overlays/kind/patches", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, err := Build(eval.Options{Root: dir})
 	if err != nil {
@@ -145,6 +168,13 @@ func TestKustomizeParity(t *testing.T) {
 			}
 			if tg.Name == "gke" && !strings.Contains(string(cli), "- operator: Exists") {
 				t.Errorf("the user patch was not applied")
+			}
+			if tg.Name == "kind" {
+				for _, want := range []string{"example.com/pool: sandbox", "example.com/patched-by: json6902-yaml", "example.com/patched-by: json6902-json"} {
+					if !strings.Contains(string(cli), want) {
+						t.Errorf("the Component's patches were not all applied: no %q", want)
+					}
+				}
 			}
 		})
 	}
