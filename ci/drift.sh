@@ -55,7 +55,7 @@ if [ "$stale" = false ]; then
 	if [ -n "$before" ]; then
 		echo "drift: fresh (judged on the work tree, which has uncommitted changes: commit them and run again to be sure)"
 	else
-		echo "drift: the committed overlays/ and generated/ are exactly what 'make generate' writes"
+		echo "drift: the committed overlays/, generated/, delivery/ and smoke/ are exactly what 'make generate' writes"
 	fi
 	exit 0
 fi
@@ -76,7 +76,7 @@ fi
 echo
 echo "----- git diff --stat"
 git --no-pager diff --stat
-annotate error "drift" "overlays/ or generated/ are stale: run 'make generate' and commit the result (details in the log)"
+annotate error "drift" "the generated tree (overlays/, generated/, delivery/, smoke/) is stale: run 'make generate' and commit the result (details in the log)"
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
 	{
 		echo "### Drift gate: the committed tree is stale"

@@ -125,6 +125,7 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 
 	// The hand-written patches of every overlay.
 	k.field("section", "patches")
+	k.noLinks = true
 	overlays := filepath.Join(opts.Root, layout.OverlaysDir)
 	entries, err = os.ReadDir(overlays)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -135,7 +136,9 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 			continue // a file beside the target folders, e.g. a README
 		}
 		dir := filepath.Join(overlays, e.Name(), layout.PatchesDir)
-		fi, err := os.Stat(dir)
+		// Lstat: rendering refuses a linked patches/ folder, so the key must
+		// not follow one either (a hit would hide the refusal).
+		fi, err := os.Lstat(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 			continue
@@ -168,6 +171,8 @@ type keyWriter struct {
 	h hash.Hash
 	// newest is the latest modification time of the files hashed.
 	newest time.Time
+	// noLinks refuses links (set while hashing patches/).
+	noLinks bool
 }
 
 func (k *keyWriter) touched(t time.Time) {
@@ -210,10 +215,15 @@ func (k *keyWriter) tree(dir, rel string) error {
 	return nil
 }
 
-// file adds one file: a regular file or a link to one. Anything else (a link
-// to a folder, a pipe, a device) is not hashed: no cache for this run.
+// file adds one file: a regular file or a link to one (the loader follows
+// it). Anything else (a link to a folder, a pipe, a device), and any link
+// under patches/ (rendering refuses those: a hit must not hide that), is not
+// hashed: no cache for this run.
 func (k *keyWriter) file(abs, rel string, mode fs.FileMode) error {
 	if mode&fs.ModeSymlink != 0 {
+		if k.noLinks {
+			return fmt.Errorf("%s is a link", abs)
+		}
 		fi, err := os.Stat(abs)
 		if err != nil {
 			return err
