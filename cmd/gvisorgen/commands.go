@@ -63,7 +63,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newGenerate(), newCheck(), newVet(), newDiff(), newVersion())
+	root.AddCommand(newGenerate(), newCheck(), newVet(), newDiff(), newPin(), newVersion())
 	return root
 }
 
@@ -214,4 +214,59 @@ func newVersion() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "gvisorgen %s\n", v)
 		},
 	}
+}
+
+func newPin() *cobra.Command {
+	var in inputFlags
+	var caFile string
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "pin",
+		Short: "Pin the gVisor release digests and the installer image digest the targets use (cue/pins.cue)",
+		Long: `pin resolves, for every distinct gVisor version, architecture and artifact the selected targets
+install, the sha512 published beside the artifact (<baseURL>/<version>/<arch>/<artifact>.sha512),
+and for every installer image tag the digest its registry serves (the multi-arch index), over TLS
+verified against the system roots (plus --ca-file, for a mirror with a private CA). It writes them
+to cue/pins.cue, a committed CUE file the schema takes its defaults from: a version bump then shows
+in the pull request as the version line plus its digests. A pin that differs from what the source
+publishes is reported, never overwritten.
+
+The flow: bump gvisor.version, run gvisorgen pin, then gvisorgen generate, and commit all three.
+A scheduled job runs gvisorgen pin --check.
+
+Exit 0: written, or nothing to change (with --check: every pin present and equal to the source);
+1: the source answered but something is wrong (a missing artifact, a malformed .sha512, a digest
+that differs from a pin, mirrors that disagree; with --check also a missing pin); 2: the source
+could not be asked (unreachable, certificate rejected) or the inputs do not evaluate.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := in.options(cmd)
+			if err != nil {
+				return err
+			}
+			rep, err := gen.Pin(gen.PinOptions{Options: opts, CAFile: caFile, Check: check})
+			w := cmd.OutOrStdout()
+			if rep != nil {
+				for _, r := range rep.Resolved {
+					fmt.Fprintf(w, "resolved %s\n", r)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case check:
+				fmt.Fprintf(w, "pinned: %d digests, all equal to their source\n", len(rep.Resolved))
+			case rep.Written:
+				fmt.Fprintf(w, "wrote cue/pins.cue: %d new pins (%s); run gvisorgen generate\n", len(rep.Added), strings.Join(rep.Added, ", "))
+			default:
+				fmt.Fprintf(w, "nothing to change: %d digests pinned\n", len(rep.Resolved))
+			}
+			return nil
+		},
+	}
+	in.register(cmd, false)
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates trusted besides the system roots (a mirror with a private CA)")
+	cmd.Flags().BoolVar(&check, "check", false, "compare cue/pins.cue with the source; write nothing (exit 1 when a pin is missing or differs)")
+	return cmd
 }

@@ -43,6 +43,7 @@ func exitCode(err error) int {
 		rejected   *gen.Rejected
 		stale      *gen.Stale
 		differs    *gen.Differs
+		mismatch   *gen.PinMismatch
 		q          *quiet
 	)
 	switch {
@@ -50,7 +51,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &unanswered):
 		return exitError
-	case errors.As(err, &invalid), errors.As(err, &rejected), errors.As(err, &stale), errors.As(err, &differs):
+	case errors.As(err, &invalid), errors.As(err, &rejected), errors.As(err, &stale), errors.As(err, &differs), errors.As(err, &mismatch):
 		return exitNo
 	case errors.As(err, &q):
 		return exitCode(q.err)

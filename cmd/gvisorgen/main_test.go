@@ -55,6 +55,7 @@ func TestScripts(t *testing.T) {
 			"snapshot":  snapshot,
 			"backdate":  backdate,
 			"treehash":  treehash,
+			"mirror":    mirror,
 			"immutable": immutable,
 		},
 		Condition: func(cond string) (bool, error) {

@@ -28,6 +28,11 @@ const (
 	SmokeDir     = "smoke"
 )
 
+// PinsFile is the CUE file `gvisorgen pin` owns: the digests it resolved,
+// which the schema uses as defaults. Being in the CUE module, it is an input
+// of every run (and of the cache key, and of each side of diff) by itself.
+const PinsFile = CUEDir + "/pins.cue"
+
 // Kustomization is the name of the kustomization file gvisorgen writes.
 const Kustomization = "kustomization.yaml"
 
