@@ -74,8 +74,12 @@ func printRun(cmd *cobra.Command, in *inputFlags, rep *gen.Report) {
 		return
 	}
 	w := cmd.ErrOrStderr()
-	for _, warn := range slices.Compact(slices.Clone(rep.Warnings)) {
-		fmt.Fprintf(w, "warning: %s\n", warn)
+	seen := map[string]bool{}
+	for _, warn := range rep.Warnings {
+		if !seen[warn] {
+			seen[warn] = true
+			fmt.Fprintf(w, "warning: %s\n", warn)
+		}
 	}
 	if in.timings {
 		var parts []string
