@@ -184,6 +184,25 @@ func (e *Evaluator) Instance() cue.Value { return e.inst }
 // Profiles is the #Profiles definition.
 func (e *Evaluator) Profiles() cue.Value { return e.profile }
 
+// ProfileFacts is the #ProfileFacts definition: per profile, what the
+// generator knows of the cloud besides its defaults.
+func (e *Evaluator) ProfileFacts() cue.Value {
+	return e.inst.LookupPath(cue.ParsePath("#ProfileFacts"))
+}
+
+// ProfileNames are the profiles, in the order #ProfileFacts declares them.
+func (e *Evaluator) ProfileNames() []string {
+	var out []string
+	it, err := e.ProfileFacts().Fields()
+	if err != nil {
+		return nil
+	}
+	for it.Next() {
+		out = append(out, it.Selector().Unquoted())
+	}
+	return out
+}
+
 // Schema is the #Target definition: #Values and the target's name.
 func (e *Evaluator) Schema() cue.Value { return e.schema }
 
@@ -338,11 +357,11 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 		if p.Err() != nil {
 			return nil, targetErr(t.name, p.Err())
 		}
-		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: must be set to one of kind, gke, eks (target %q declared at %s)", t.name, t.pos))
+		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: must be set to one of %s (target %q declared at %s)", strings.Join(e.ProfileNames(), ", "), t.name, t.pos))
 	}
 	prof := e.profile.LookupPath(cue.MakePath(cue.Str(profile)))
 	if !prof.Exists() {
-		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: unknown profile %q (want kind, gke or eks)", profile))
+		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: unknown profile %q (want one of %s)", profile, strings.Join(e.ProfileNames(), ", ")))
 	}
 	v = v.Unify(prof).FillPath(cue.ParsePath("target"), t.name)
 	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {

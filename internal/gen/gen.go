@@ -60,7 +60,11 @@ func Build(opts eval.Options) (*Output, error) {
 	lap(&tm.Evaluate)
 	// The rules CUE does not express (cross-field checks, policies) hold
 	// before anything is written, not only under `vet`.
-	rep := vet.Targets(res.Targets)
+	facts, err := vet.FactsOf(ev)
+	if err != nil {
+		return nil, err
+	}
+	rep := vet.Targets(res.Targets, facts)
 	if len(rep.Errors) > 0 {
 		return nil, &Rejected{Problems: rep.Errors, Objects: rep.Objects}
 	}
@@ -79,7 +83,7 @@ func Build(opts eval.Options) (*Output, error) {
 			// What syncs is the overlay after the user's patches: the same
 			// rules hold for it.
 			lap(&tm.Render)
-			final.Merge(vet.Rendered(t.Name, r.Patches, renderedOf(t.Name, r.Files), vet.Waivers(t.Values)))
+			final.Merge(vet.Rendered(facts, t.Name, r.Patches, renderedOf(t.Name, r.Files), vet.Waivers(t.Values)))
 			lap(&tm.Vet)
 		}
 	}

@@ -34,6 +34,10 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 		return r, err
 	}
 	schema := ev.Instance().LookupPath(cue.ParsePath("#Objects"))
+	facts, err := FactsOf(ev)
+	if err != nil {
+		return r, err
+	}
 	for _, f := range files {
 		var src []byte
 		name := f
@@ -100,7 +104,7 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 					found = append(found, err.Error())
 				}
 			}
-			if probs := Check(apiVersion, kind, b); len(probs) > 0 {
+			if probs := Check(facts, apiVersion, kind, b); len(probs) > 0 {
 				found = append(found, formatProblems(probs, v))
 			}
 			if len(found) > 0 {

@@ -14,7 +14,7 @@ import (
 // the installer enforces that on the node. Here the generator says, per
 // target, exactly which pins are missing, refuses what the node would refuse
 // (an unpinned artifact over http://), and holds the profiles that require
-// pins (#PinPolicy) to it, which only a waiver relaxes.
+// pins (#ProfileFacts) to it, which only a waiver relaxes.
 
 // releaseValues are the values pinning looks at.
 type releaseValues struct {

@@ -1,11 +1,14 @@
 package vet
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
 )
 
 // gvisorgen's policies: what vet refuses on purpose although Kubernetes
@@ -28,12 +31,36 @@ var Policies = map[string]string{
 // Handler is the only RuntimeClass handler the installer configures.
 const Handler = "runsc"
 
-// ManagedStorageClasses are the classes kind, GKE and EKS create and manage
-// themselves.
-var ManagedStorageClasses = map[string]string{
-	"standard":     "kind (and GKE)",
-	"standard-rwo": "GKE",
-	"gp2":          "EKS",
+// Facts are what the policies need to know of the profiles; they come from
+// the CUE module (#ProfileFacts), the profiles' one home.
+type Facts struct {
+	// Managed maps each StorageClass name a cloud manages itself to the
+	// profiles whose clusters have it.
+	Managed map[string]string
+}
+
+// FactsOf reads the facts of a loaded module.
+func FactsOf(ev *eval.Evaluator) (Facts, error) {
+	f := Facts{Managed: map[string]string{}}
+	it, err := ev.ProfileFacts().Fields()
+	if err != nil {
+		return f, fmt.Errorf("#ProfileFacts: %w", err)
+	}
+	for it.Next() {
+		var p struct {
+			Managed []string `json:"managedStorageClasses"`
+		}
+		if err := it.Value().Decode(&p); err != nil {
+			return f, fmt.Errorf("#ProfileFacts.%s: %w", it.Selector(), err)
+		}
+		for _, n := range p.Managed {
+			if f.Managed[n] != "" {
+				f.Managed[n] += ", "
+			}
+			f.Managed[n] += it.Selector().Unquoted()
+		}
+	}
+	return f, nil
 }
 
 func (c *checker) runtimeClassPolicy(o *nodev1.RuntimeClass) {
@@ -44,7 +71,7 @@ func (c *checker) runtimeClassPolicy(o *nodev1.RuntimeClass) {
 }
 
 func (c *checker) storageClassPolicy(o *storagev1.StorageClass) {
-	if who, ok := ManagedStorageClasses[o.Name]; ok {
+	if who, ok := c.facts.Managed[o.Name]; ok {
 		c.policy("managed-storageclass", p("metadata", "name"), "StorageClass %q is created and managed by %s: its parameters are immutable, so applying over it fails or fights the cloud; name the class differently (gvisor-workspace) or reference the existing one with storageClass: {create: false, name: %s}",
 			o.Name, who, o.Name)
 	}

@@ -31,7 +31,7 @@ func (r *Report) Merge(o Report) {
 // kustomize keeps no record of which patch changed an object, so findings
 // name every patch file of the overlay. The target's waivers apply (the
 // values' run already reported them).
-func Rendered(target string, patches []string, files []tree.File, waive map[string]string) Report {
+func Rendered(facts Facts, target string, patches []string, files []tree.File, waive map[string]string) Report {
 	var r Report
 	w := newWaiver(target, waive)
 	by := fmt.Sprintf("after the patches %s", strings.Join(patches, ", "))
@@ -62,7 +62,7 @@ func Rendered(target string, patches []string, files []tree.File, waive map[stri
 			r.Errors = append(r.Errors, fmt.Sprintf("%s: %v (%s)", where, err, by))
 			continue
 		}
-		for _, pr := range Check(meta.APIVersion, meta.Kind, data) {
+		for _, pr := range Check(facts, meta.APIVersion, meta.Kind, data) {
 			if !w.waived(pr.Policy) {
 				r.Errors = append(r.Errors, fmt.Sprintf("%s: %s (%s)", where, pr, by))
 			}

@@ -74,8 +74,8 @@ func cuePath(path []any) cue.Path {
 
 // Check runs the cross-field rules and the policies on one object (its JSON)
 // whose type has already been validated. Kinds without rules return nothing.
-func Check(apiVersion, kind string, data []byte) []Problem {
-	var c checker
+func Check(f Facts, apiVersion, kind string, data []byte) []Problem {
+	c := checker{facts: f}
 	var meta struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
@@ -116,7 +116,10 @@ func Check(apiVersion, kind string, data []byte) []Problem {
 	return c.out
 }
 
-type checker struct{ out []Problem }
+type checker struct {
+	facts Facts
+	out   []Problem
+}
 
 func (c *checker) add(path []any, format string, args ...any) {
 	c.out = append(c.out, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})

@@ -1,6 +1,8 @@
 package vet
 
 import (
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+
 	"strings"
 	"testing"
 
@@ -70,7 +72,22 @@ func merge(t *testing.T, base, patch string) []byte {
 	return j
 }
 
+// moduleFacts are the profiles' facts of the repository's CUE module.
+func moduleFacts(t *testing.T) Facts {
+	t.Helper()
+	ev, err := eval.Load(eval.Options{Root: "../.."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := FactsOf(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestCheck(t *testing.T) {
+	facts := moduleFacts(t)
 	tmpl := func(s string) string {
 		return "spec: {template: {spec: " + s + "}}"
 	}
@@ -158,7 +175,7 @@ func TestCheck(t *testing.T) {
 			edit: `scheduling: {tolerations: [{operator: Equal}]}`, want: "scheduling.tolerations.0.operator: Equal without a key"},
 		{name: "policy: managed storage class", kind: "storage.k8s.io/v1/StorageClass",
 			base: `{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: gvisor-workspace}, provisioner: ebs.csi.aws.com}`,
-			edit: `metadata: {name: gp2}`, want: `metadata.name: gvisorgen policy managed-storageclass: StorageClass "gp2" is created and managed by EKS`, policy: "managed-storageclass"},
+			edit: `metadata: {name: gp2}`, want: `metadata.name: gvisorgen policy managed-storageclass: StorageClass "gp2" is created and managed by eks`, policy: "managed-storageclass"},
 		{name: "own storage class", kind: "storage.k8s.io/v1/StorageClass",
 			base: `{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: gvisor-workspace}, provisioner: ebs.csi.aws.com}`,
 			edit: `{}`},
@@ -173,7 +190,7 @@ func TestCheck(t *testing.T) {
 				kind = "apps/v1/DaemonSet"
 			}
 			i := strings.LastIndex(kind, "/")
-			probs := Check(kind[:i], kind[i+1:], merge(t, base, c.edit))
+			probs := Check(facts, kind[:i], kind[i+1:], merge(t, base, c.edit))
 			switch {
 			case c.want == "" && len(probs) > 0:
 				t.Errorf("unexpected problems: %v", probs)

@@ -60,7 +60,7 @@ func Object(apiVersion, kind string, data []byte) error {
 // Targets vets every object of every target and the targets' values.
 // Targets of a fleet share most of their objects byte for byte: each distinct
 // object is vetted once.
-func Targets(ts []eval.Target) Report {
+func Targets(ts []eval.Target, f Facts) Report {
 	var r Report
 	// done[decode] holds the findings by the object's JSON.
 	done := map[bool]map[string][]finding{true: {}, false: {}}
@@ -79,7 +79,7 @@ func Targets(ts []eval.Target) Report {
 		}
 		// The cross-field rules and the policies, on every object the target
 		// writes (overlays/, smoke/ and delivery/).
-		for _, pr := range Check(o.APIVersion, o.Kind, o.JSON) {
+		for _, pr := range Check(f, o.APIVersion, o.Kind, o.JSON) {
 			found = append(found, finding{msg: pr.String(), policy: pr.Policy})
 		}
 		done[decode][string(o.JSON)] = found
