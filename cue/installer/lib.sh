@@ -28,14 +28,18 @@ GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date grep head hostname mkdir mktemp 
 
 gvz_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 
-# gvz_check_path NAME VALUE : an absolute host path made only of safe characters (it is written into TOML strings).
+# gvz_check_path NAME VALUE : an absolute host path made only of safe characters (it is written into TOML strings):
+# letters, digits and . _ - between single slashes, no "." or ".." part, no trailing slash. The values schema
+# (#AbsPath in cue/values.cue) holds the same rule; ci/node's contract test feeds both one corpus.
 gvz_check_path() {
     case $2 in
-    /*) ;;
+    /?*) ;;
     *) gvz_die "$1 must be an absolute path, got '$2'" ;;
     esac
     case $2 in
-    *[!A-Za-z0-9._/-]* | */../* | */.. | *//*) gvz_die "$1 may hold only letters, digits and . _ / - (no '..'), got '$2'" ;;
+    *[!A-Za-z0-9._/-]* | *//* | */ | */./* | */. | */../* | */..)
+        gvz_die "$1 may hold only letters, digits and . _ - between single slashes (no '.' or '..' part, no trailing /), got '$2'"
+        ;;
     esac
 }
 
@@ -101,15 +105,21 @@ gvz_load_env() {
     [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
 }
 
-# gvz_check_version : GVISOR_VERSION is YYYYMMDD or YYYYMMDD.N ("latest" and anything else refused).
+# gvz_check_version : GVISOR_VERSION is YYYYMMDD or YYYYMMDD.N, a calendar date of this century ("latest" and anything
+# else refused). The values schema (#ReleaseTag in cue/values.cue) holds the same rule; ci/node's contract test feeds both
+# one corpus.
 gvz_check_version() {
     case $GVISOR_VERSION in
-    [12][0-9][0-9][0-9][01][0-9][0-3][0-9]) ;;
-    [12][0-9][0-9][0-9][01][0-9][0-3][0-9].[0-9]*)
+    20[0-9][0-9][01][0-9][0-3][0-9]) ;;
+    20[0-9][0-9][01][0-9][0-3][0-9].[0-9]*)
         gvz_is_uint "${GVISOR_VERSION#*.}" || gvz_die "GVISOR_VERSION must be YYYYMMDD or YYYYMMDD.N, got '$GVISOR_VERSION'"
         ;;
     *) gvz_die "GVISOR_VERSION must be a release tag YYYYMMDD or YYYYMMDD.N (not 'latest'), got '$GVISOR_VERSION'" ;;
     esac
+    # A calendar date: busybox's date normalises 20230229 to 20230301 (and refuses 20241399).
+    _gvz_d=${GVISOR_VERSION%%.*}
+    [ "$(date -u -D %Y%m%d -d "$_gvz_d" +%Y%m%d 2>/dev/null)" = "$_gvz_d" ] ||
+        gvz_die "GVISOR_VERSION $GVISOR_VERSION is not a release tag: $_gvz_d is not a calendar date"
 }
 
 # gvz_layout : prints binaries|archive for GVISOR_LAYOUT and the tag's date.
