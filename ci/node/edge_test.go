@@ -84,7 +84,9 @@ func TestEdges(t *testing.T) {
 		h := newHost(t, "16")
 		for env, re := range map[string]string{
 			"INSTALL_DIR=usr/local/bin":       "INSTALL_DIR must be an absolute path",
-			"INSTALL_DIR=/usr/local/bin/../x": `no '\.\.'`,
+			"INSTALL_DIR=/usr/local/bin/../x": `no '\.' or '\.\.' part`,
+			"GVISOR_VERSION=20230229":         "is not a calendar date",
+			"STATE_DIR=/run/a$b":              "may hold only",
 			`CONTAINERD_CONFIG=/etc/c"d/x`:    "may hold only",
 			"DOWNLOAD_RETRIES=0":              "DOWNLOAD_RETRIES must be a positive integer",
 			"GVISOR_LAYOUT=zip":               "GVISOR_LAYOUT must be",

@@ -21,8 +21,8 @@ import (
 const killFleet = 1000
 
 // TestKillDuringWrite SIGKILLs `gvisorgen generate` at random moments of its
-// write phase over a fleet whose every target changes (a version bump: two
-// files), four times, alternating between two versions A and B. After each
+// write phase over a fleet whose every target changes (a version bump: two files
+// per target), four times, alternating between two versions A and B. After each
 // kill: check answers 0 or 1, never 2; every visible file under the repository
 // is a whole file of A's tree or of B's (no torn or half-written file), and
 // every other file is a hidden staging file whose name does not end in .yaml,
