@@ -314,7 +314,7 @@ log "phase prepare (gvisorgen, tlsmirror, images, mirror, test CA): $(secs "$(ms
 
 # --- one cluster -------------------------------------------------------------------------------------------------------
 start_cluster() { # V
-	local v=$1 cw=$W/c$1 H d
+	local v=$1 cw=$W/c$1 H d p own
 	H=$cw/host
 	mkdir -p "$cw/run/logs" "$cw/conf" "$H/etc-containerd" "$H/usr-local-bin" "$H/usr-local-sbin" "$cw/cni" "$cw/pv/smoke" "$cw/plugins"
 	cp "$P"/* "$cw/conf/"
@@ -394,24 +394,24 @@ EOF
 		GVZ_MIRROR=$W/tlsmirror GVZ_MIRROR_PORT=$MIRROR_PORT GVZ_MIRROR_TLS=$TLS \
 		setsid "$USERNSRUN" bash "$REPO/ci/cluster/node.sh" >"$cw/run/logs/node.log" 2>&1 </dev/null &
 	echo $! >"$cw/run/usernsrun.pid"
+	# the namespace's PID 1: the child of usernsrun in a pid namespace other than ours. Not just any child: Go's
+	# os/exec first vforks a child that exits at once (syscall.doCheckClonePidfd, its CLONE_PIDFD probe), and taking
+	# that pid made every nsenter fail ("cannot open /proc/<pid>/ns/net") and cleanup miss the node, which then ran on
+	# after the run (seen once here, with both clusters starting side by side)
+	NSPID="" own=$(readlink /proc/self/ns/pid)
 	for _ in $(seq 50); do
-		pgrep -P "$(cat "$cw/run/usernsrun.pid")" >"$cw/run/ns.pid" && break
+		for p in $(pgrep -P "$(cat "$cw/run/usernsrun.pid")"); do
+			d=$(readlink "/proc/$p/ns/pid" 2>/dev/null) || continue
+			[ -z "$d" ] || [ "$d" = "$own" ] || NSPID=$p
+		done
+		[ -z "$NSPID" ] || break
 		sleep 0.1
 	done
-	NSPID=$(cat "$cw/run/ns.pid")
+	echo "$NSPID" >"$cw/run/ns.pid"
+	[ -n "$NSPID" ] || { log "FAIL: containerd $v: no node PID 1 found"; return 1; }
 	# bounded wait for the node to be Ready (node.sh bounds each step too)
 	for _ in $(seq 1200); do
-		if [ -e "$cw/run/READY" ]; then
-			# the namespace's PID 1 again, now that it is certainly the only child of usernsrun (once, the pid taken
-			# at start named a process that was gone by then: nsenter "cannot open /proc/<pid>/ns/net")
-			NSPID=$(pgrep -P "$(cat "$cw/run/usernsrun.pid")")
-			if [ "$NSPID" != "$(cat "$cw/run/ns.pid")" ]; then
-				log "[c$v] note: the node's PID 1 is $NSPID, not $(cat "$cw/run/ns.pid") as first seen"
-				echo "$NSPID" >"$cw/run/ns.pid"
-			fi
-			[ -e "/proc/$NSPID/ns/net" ] || { log "FAIL: [c$v] no node PID 1 ($NSPID)"; return 1; }
-			return 0
-		fi
+		[ -e "$cw/run/READY" ] && return 0
 		[ -e "$cw/run/FAILED" ] && break
 		kill -0 "$(cat "$cw/run/usernsrun.pid")" 2>/dev/null || break
 		sleep 0.2
