@@ -6,13 +6,19 @@
 # ci/cluster/node.sh as PID 1 of user+mount+pid+net+uts+ipc namespaces, with scratch folders bound over the host paths
 # the installer writes (/etc/containerd, /usr/local/bin, /usr/local/sbin; /run, /var/log, /var/lib and /opt are
 # private tmpfs), a fake systemctl whose "restart containerd" the node's PID 1 performs (and logs: that is how
-# restarts are counted), and busybox httpd serving a gVisor mirror on the node's IP.
+# restarts are counted), and a gVisor mirror served over HTTPS on the node's IP (ci/cluster/tlsmirror, a certificate
+# for the node IP from a test CA made here with openssl).
 #
 # The product is driven only through its own values: a temp copy of cue/ plus targets/e2e.yaml (profile kind, the
-# mirror's baseURL, the release's sha512 pins (the mirror is plain http, which the installer takes only pinned), the
-# imported installer image with pullPolicy Never, the smoke image, runsc network=none for Debian's 2022 runsc),
-# `gvisorgen generate --root <tmp>`, then a server-side apply of <tmp>/generated/e2e/*.yaml.
+# mirror's https baseURL, the imported installer image by its digest with pullPolicy Never, the smoke image, runsc
+# network=none for Debian's 2022 runsc); `gvisorgen pin --ca-file <test CA>` (run in the node's network namespace,
+# where the mirror is) writes the release's sha512 pins into <tmp>/cue/pins.cue, `gvisorgen generate --root <tmp>`
+# renders, then <tmp>/generated/e2e/*.yaml is applied server side. pin runs again at every version change, as the
+# documented flow does (bump, pin, generate).
 # Scenarios, in order, on each cluster:
+#   0 pin: without --ca-file it exits 2 naming the certificate (the test CA is really needed), pins.cue unchanged;
+#     with it, every artifact of 20240212 (x86_64 and aarch64) is pinned to the digest the mirror publishes, the
+#     image is not asked (the target sets its digest), and the rendered DaemonSet carries the pins;
 #   1 negative control: a runtimeClassName: gvisor pod fails with 'no runtime for "runsc" is configured';
 #   2 install: rollout status, the smoke pod of <tmp>/smoke/e2e logs "Starting gVisor" (its PVC bound to a static PV
 #     standing in for the local-path provisioner), a runc pod kept running through the restart, a new runc pod runs;
@@ -21,9 +27,10 @@
 #     names the new tag, the smoke pod runs again;
 #   5 uninstall mode: gVisor pods deleted first; block, runsc.toml, binaries and stamp gone, config byte-identical
 #     to the original, containerd restarted once, last; runc pods run; a gvisor pod fails like the negative control;
-#   6 broken artifact: reinstall 20240212, start a gVisor pod, then 20240213 whose runsc does not match its pin:
-#     the installer pod never becomes Ready, containerd is never restarted, the running pods are untouched, and
-#     `kubectl logs -c install-runsc` names the sha512 mismatch.
+#   6 broken artifact: reinstall 20240212, start a gVisor pod, then 20240213, which publishes the genuine .sha512
+#     beside a tampered runsc: pin pins the published (genuine) digest, the installer pod never becomes Ready,
+#     containerd is never restarted, the running pods are untouched, and `kubectl logs -c install-runsc` names the
+#     sha512 mismatch against the pinned digest.
 # Afterwards: no file of the machine outside the scratch folders changed (a manifest of the bound paths and of
 # the paths that must not appear, taken before and after). Every phase is timed. Exit 0 only if everything passed.
 #
@@ -38,7 +45,8 @@ SHIM24=$cache/containerd-shim-runc-v2-v2.4.2
 USERNSRUN=$cache/e2e/usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)/usernsrun
 RUNSC_SHIM=$cache/e2e/shim-20221203/shim
 NODE_IP=10.99.0.1
-MIRROR=http://$NODE_IP:18080/release
+MIRROR_PORT=18443
+MIRROR=https://$NODE_IP:$MIRROR_PORT/release
 IMG=docker.io/gvz-e2e/busybox:e2e
 V_GOOD=20240212 V_UP=20260801 V_BAD=20240213
 T_ALL=$(date +%s%N)
@@ -141,11 +149,15 @@ log "phase host manifest (before): $(secs "$(ms "$t")") ($(wc -l <"$W/host.befor
 t=$(date +%s%N)
 GO=${GO:-go}
 GOFLAGS=-buildvcs=false "$GO" build -o "$W/gvisorgen" ./cmd/gvisorgen
+GOFLAGS=-buildvcs=false "$GO" build -o "$W/tlsmirror" ./ci/cluster/tlsmirror
 
 # one OCI archive, three references: the installer/smoke/test image (busybox-static with every applet) and the
-# sandbox (pause) images of containerd 1.6 and 2.4.2's default configs (busybox sleeping)
+# sandbox (pause) images of containerd 1.6 and 2.4.2's default configs (busybox sleeping). Each is named by its tag
+# and, as a pull from a registry would name it too, by its manifest digest (repository@sha256:...): the installer is
+# referenced as repository:tag@digest, which the CRI looks up as repository@digest. "REF DIGEST" lines go to
+# $W/images/digests.
 mkimage() { # OUT REF=CMDJSON...
-	local out=$1 w=$W/img.tmp a d s ldig lsz cdig csz mdig msz entries="" ref cmd
+	local out=$1 w=$W/img.tmp a d s ldig lsz cdig csz mdig msz entries="" ref cmd n
 	shift
 	rm -rf "$w"
 	mkdir -p "$w/rootfs/bin" "$w/rootfs/proc" "$w/rootfs/dev" "$w/rootfs/sys" "$w/rootfs/tmp" "$w/rootfs/etc" "$w/blobs/sha256"
@@ -170,7 +182,10 @@ mkimage() { # OUT REF=CMDJSON...
 		printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' "$cdig" "$csz" "$ldig" "$lsz" >"$w/manifest.json"
 		blob "$w/manifest.json"
 		mdig=$d msz=$s
-		entries="$entries${entries:+,}$(printf '{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s","io.containerd.image.name":"%s"},"platform":{"architecture":"amd64","os":"linux"}}' "$mdig" "$msz" "$ref" "$ref")"
+		for n in "$ref" "${ref%:*}@sha256:$mdig"; do
+			entries="$entries${entries:+,}$(printf '{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s","io.containerd.image.name":"%s"},"platform":{"architecture":"amd64","os":"linux"}}' "$mdig" "$msz" "$n" "$n")"
+		done
+		echo "$ref sha256:$mdig" >>"$W/images/digests"
 	done
 	printf '{"imageLayoutVersion":"1.0.0"}' >"$w/oci-layout"
 	printf '{"schemaVersion":2,"manifests":[%s]}' "$entries" >"$w/index.json"
@@ -180,6 +195,8 @@ mkimage() { # OUT REF=CMDJSON...
 mkdir -p "$W/images"
 mkimage "$W/images/all.tar" "$IMG=[\"/bin/sh\"]" \
 	'registry.k8s.io/pause:3.6=["/bin/sleep","2147483647"]' 'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
+# the installer image's digest, set in the target: no registry has this image, so `gvisorgen pin` must not ask one
+IMG_DIGEST=$(awk -v r="$IMG" '$1 == r { print $2 }' "$W/images/digests")
 
 # the mirror: <tag>/x86_64/ as the bucket lays it out, real sha512 files
 S=$W/serve/release
@@ -204,6 +221,28 @@ cp "$arch" "$S/$V_UP/x86_64/gvisor.tar.bz2"
 # broken: the published .sha512 is the real one, the runsc beside it is one byte longer
 cp "$S/$V_GOOD/x86_64/"* "$S/$V_BAD/x86_64/"
 printf 'X' >>"$S/$V_BAD/x86_64/runsc"
+# aarch64, as the bucket publishes it: `gvisorgen pin` resolves every architecture the product supports. No node here
+# is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are ever read).
+for v in "$V_GOOD" "$V_UP" "$V_BAD"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
+
+# the mirror's TLS: a test CA (known only to `gvisorgen pin --ca-file`, not to the system roots) and a server
+# certificate for the node IP (SAN IP). RSA, as in the node tests (busybox wget's TLS client, the installer's for
+# pinned artifacts, also took ECDSA P-256); see ci/cluster/tlsmirror for the tlssha1 setting it needs.
+TLS=$W/tls
+mkdir -p "$TLS"
+openssl req -x509 -new -nodes -newkey rsa:2048 -keyout "$TLS/ca.key" -out "$TLS/ca.pem" -days 2 \
+	-subj "/CN=gvisorgen cluster-e2e mirror CA" -addext basicConstraints=critical,CA:TRUE \
+	-addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+openssl req -new -nodes -newkey rsa:2048 -keyout "$TLS/mirror.key" -out "$TLS/mirror.csr" \
+	-subj "/CN=gvisorgen cluster-e2e mirror" 2>/dev/null
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:%s\n' \
+	"$NODE_IP" >"$TLS/mirror.ext"
+openssl x509 -req -in "$TLS/mirror.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -set_serial "0x$(openssl rand -hex 8)" \
+	-days 2 -extfile "$TLS/mirror.ext" -out "$TLS/mirror.pem" 2>/dev/null
+openssl verify -CAfile "$TLS/ca.pem" "$TLS/mirror.pem" >/dev/null || {
+	log "FAIL: the mirror's test certificate does not verify"
+	exit 1
+}
 
 # PKI: service-account keys, tokens (admin: system:masters; kubelet: the node identity, Node authorizer)
 P=$W/pki
@@ -219,38 +258,43 @@ kubeconfig() { # TOKEN
 kubeconfig "$ADMIN_TOKEN" >"$P/admin.kubeconfig"
 kubeconfig "$NODE_TOKEN" >"$P/node.kubeconfig"
 
-# pins_yaml VERSION: the release's digests as gvisor.release.sha512.x86_64 entries. The mirror is plain http, which the
-# installer accepts only pinned. V_BAD is pinned to the digests it publishes (the genuine ones), not to its runsc.
-pins_yaml() {
-	local a arts="runsc containerd-shim-runsc-v1"
-	[ "$1" != "$V_UP" ] || arts=gvisor.tar.bz2
-	for a in $arts; do printf '        %s: "%s"\n' "$a" "$(cut -d' ' -f1 "$S/$1/x86_64/$a.sha512")"; done
-}
-
-# the test target, in a temp copy of the repository's CUE: nothing but the product's own values
-target() { # VERSION MODE
+# the test target, in a temp copy of the repository's CUE: nothing but the product's own values. No sha512 here: the
+# pins come from cue/pins.cue, written by `gvisorgen pin`. The image is set by its digest (see IMG_DIGEST).
+target_yaml() { # VERSION MODE
 	cat >"$T/targets/e2e.yaml" <<EOF
 profile: kind
 gvisor:
   version: "$1"
-  release:
-    baseURL: $MIRROR
-    sha512:
-      x86_64:
-$(pins_yaml "$1")
+  release: {baseURL: $MIRROR}
   installer:
     mode: $2
-    image: {repository: gvz-e2e/busybox, tag: e2e, pullPolicy: Never}
+    image: {repository: gvz-e2e/busybox, tag: e2e, digest: "$IMG_DIGEST", pullPolicy: Never}
   runsc:
     config: {network: "none"}
 smoke:
   image: $IMG
 EOF
+}
+# gvisorgen in the node's network namespace: the mirror listens on the node IP, which exists only there (the files
+# are the host's: the mount namespace stays)
+gvz_netns() { nsenter -t "$NSPID" -n -- "$W/gvisorgen" "$@"; }
+# target VERSION MODE: the documented flow: set the values, pin (trusting the test CA), generate
+target() {
+	target_yaml "$1" "$2"
+	gvz_netns pin --root "$T" --target e2e --ca-file "$TLS/ca.pem" >"$CW/pin.log" 2>&1 || {
+		say "FAIL: gvisorgen pin:"
+		ind <"$CW/pin.log"
+		return 1
+	}
+	say "  .. gvisorgen pin: $(tail -1 "$CW/pin.log")"
 	"$W/gvisorgen" generate --root "$T" --target e2e >"$CW/generate.log" 2>&1 || {
 		cat "$CW/generate.log"
 		return 1
 	}
 }
+# pinned_in_ds ARTIFACT SHA512: the rendered DaemonSet pins x86_64/ARTIFACT (GVISOR_SHA512_PINS) to SHA512
+pinned_in_ds() { grep -qE "^ +x86_64/$1 $2\$" "$T/generated/e2e/daemonset-runsc-installer.yaml"; }
+published() { cut -d' ' -f1 "$S/$1/x86_64/$2.sha512"; } # VERSION ARTIFACT: the digest the mirror publishes
 
 # the harness's own workloads (not the product's): gVisor and runc pods
 mkdir -p "$W/pods"
@@ -266,11 +310,11 @@ pod gvisor-probe gvisor Never 'dmesg'
 pod gvisor-sleeper gvisor Always 'dmesg; exec sleep 2147483647'
 pod runc-sleeper - Always 'echo runc up; exec sleep 2147483647'
 pod runc-check - Never 'echo runc-ok; uname -r'
-log "phase prepare (gvisorgen, images, mirror, target): $(secs "$(ms "$t")")"
+log "phase prepare (gvisorgen, tlsmirror, images, mirror, test CA): $(secs "$(ms "$t")")"
 
 # --- one cluster -------------------------------------------------------------------------------------------------------
 start_cluster() { # V
-	local v=$1 cw=$W/c$1 H d
+	local v=$1 cw=$W/c$1 H d p own
 	H=$cw/host
 	mkdir -p "$cw/run/logs" "$cw/conf" "$H/etc-containerd" "$H/usr-local-bin" "$H/usr-local-sbin" "$cw/cni" "$cw/pv/smoke" "$cw/plugins"
 	cp "$P"/* "$cw/conf/"
@@ -347,13 +391,24 @@ EOF
 	cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset/gvisorgen-e2e-$v/cpuset.cpus"
 	cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset/gvisorgen-e2e-$v/cpuset.mems"
 	GVZ_W=$cw GVZ_K8S=$K8S GVZ_CTRD=$ctrd GVZ_CTRD_PATH=$ctrd_path GVZ_SERVE=$W/serve GVZ_NODE_IP=$NODE_IP \
+		GVZ_MIRROR=$W/tlsmirror GVZ_MIRROR_PORT=$MIRROR_PORT GVZ_MIRROR_TLS=$TLS \
 		setsid "$USERNSRUN" bash "$REPO/ci/cluster/node.sh" >"$cw/run/logs/node.log" 2>&1 </dev/null &
 	echo $! >"$cw/run/usernsrun.pid"
+	# the namespace's PID 1: the child of usernsrun in a pid namespace other than ours. Not just any child: Go's
+	# os/exec first vforks a child that exits at once (syscall.doCheckClonePidfd, its CLONE_PIDFD probe), and taking
+	# that pid made every nsenter fail ("cannot open /proc/<pid>/ns/net") and cleanup miss the node, which then ran on
+	# after the run (seen once here, with both clusters starting side by side)
+	NSPID="" own=$(readlink /proc/self/ns/pid)
 	for _ in $(seq 50); do
-		pgrep -P "$(cat "$cw/run/usernsrun.pid")" >"$cw/run/ns.pid" && break
+		for p in $(pgrep -P "$(cat "$cw/run/usernsrun.pid")"); do
+			d=$(readlink "/proc/$p/ns/pid" 2>/dev/null) || continue
+			[ -z "$d" ] || [ "$d" = "$own" ] || NSPID=$p
+		done
+		[ -z "$NSPID" ] || break
 		sleep 0.1
 	done
-	NSPID=$(cat "$cw/run/ns.pid")
+	echo "$NSPID" >"$cw/run/ns.pid"
+	[ -n "$NSPID" ] || { log "FAIL: containerd $v: no node PID 1 found"; return 1; }
 	# bounded wait for the node to be Ready (node.sh bounds each step too)
 	for _ in $(seq 1200); do
 		[ -e "$cw/run/READY" ] && return 0
@@ -504,6 +559,34 @@ scenario() { # N TITLE FUNCTION
 	[ $rc = PASS ]
 }
 
+s0_pin() {
+	local out rc a sum
+	target_yaml "$V_GOOD" install
+	cp "$T/cue/pins.cue" "$CW/pins.before"
+	# the system roots do not hold the test CA: pin cannot ask (exit 2), names the certificate, writes nothing
+	if out=$(gvz_netns pin --root "$T" --target e2e 2>&1); then
+		fail "gvisorgen pin without --ca-file succeeded: $out"
+	else
+		rc=$?
+	fi
+	say "pin without --ca-file: exit $rc: $(printf '%s\n' "$out" | grep -m1 -o 'x509: .*' | cut -c1-160)"
+	[ "$rc" = 2 ] || fail "gvisorgen pin without --ca-file: exit $rc, want 2: $out"
+	case $out in *certificate*) ;; *) fail "gvisorgen pin without --ca-file does not name the certificate: $out" ;; esac
+	cmp -s "$CW/pins.before" "$T/cue/pins.cue" || fail "gvisorgen pin without --ca-file changed pins.cue"
+	# with the test CA: every artifact of every architecture, pinned to what the mirror publishes; the image not asked
+	target "$V_GOOD" install || fail "pin + generate"
+	ind <"$CW/pin.log"
+	for a in runsc containerd-shim-runsc-v1; do
+		sum=$(published "$V_GOOD" "$a")
+		[ "$(grep -c "\"$sum\"" "$T/cue/pins.cue")" = 2 ] || fail "pins.cue does not pin $a of x86_64 and aarch64 to the published $sum"
+		pinned_in_ds "$a" "$sum" || fail "the rendered DaemonSet does not pin x86_64/$a to $sum"
+	done
+	grep -q "^not asked gvz-e2e/busybox:e2e@$IMG_DIGEST " "$CW/pin.log" || fail "pin did not leave the imported image alone"
+	grep -q "image: gvz-e2e/busybox:e2e@$IMG_DIGEST\$" "$T/generated/e2e/daemonset-runsc-installer.yaml" ||
+		fail "the DaemonSet does not run the installer by its digest"
+	say "pins.cue: $V_GOOD x86_64 + aarch64 pinned to the published digests; the DaemonSet carries them and runs gvz-e2e/busybox:e2e@$(echo "$IMG_DIGEST" | cut -c1-19)..."
+}
+
 s1_negative() {
 	kc apply --server-side --field-manager=gvisorgen-e2e -f "$T/generated/e2e/runtimeclass-gvisor.yaml" >/dev/null || fail "apply RuntimeClass"
 	kc apply -f "$W/pods/runc-sleeper.yaml" -f "$W/pods/gvisor-probe.yaml" >/dev/null || fail "apply test pods"
@@ -528,6 +611,12 @@ s2_install() {
 	grep -q 'network = "none"' "$CW/host/etc-containerd/runsc.toml" || fail "runsc.toml lacks network = \"none\""
 	binaries_present || fail "runsc and the shim are not in /usr/local/bin"
 	[ "$(stamp_version)" = "$V_GOOD" ] || fail "stamp says '$(stamp_version)', want $V_GOOD"
+	# pinned, so busybox wget fetched them over https from the mirror (TLS not verified by wget: the pin is the check)
+	[ "$(grep -c '^source .* pinned$' "$CW/host/usr-local-bin/.gvisorgen-runsc.stamp")" = 2 ] || fail "the stamp does not record both sources as pinned"
+	kc -n gvisor-system logs "$(installer_pod)" -c install-runsc >"$CW/install.log" 2>&1
+	grep -q "downloading $MIRROR/$V_GOOD/x86_64/runsc (pinned: busybox wget)" "$CW/install.log" ||
+		fail "install-runsc did not download runsc pinned from $MIRROR"
+	say "install-runsc: both artifacts downloaded by busybox wget over https, verified against their pins; mirror: $(grep -c ' 200 ' "$CW/run/logs/mirror.log") requests served ($(grep -o 'TLS 1.[23] [A-Z0-9_]*' "$CW/run/logs/mirror.log" | sort | uniq -c | xargs))"
 	# the smoke PVC: no local-path provisioner here, so a static hostPath PV of the StorageClass stands in for it
 	cat <<EOF | kc apply -f - >/dev/null || fail "PV"
 apiVersion: v1
@@ -579,7 +668,8 @@ s3_restart() {
 s4_upgrade() {
 	local r0
 	r0=$(restarts)
-	target "$V_UP" install || fail "generate"
+	target "$V_UP" install || fail "pin + generate"
+	pinned_in_ds gvisor.tar.bz2 "$(published "$V_UP" gvisor.tar.bz2)" || fail "the DaemonSet does not pin gvisor.tar.bz2 of $V_UP"
 	apply_dir "$T/generated/e2e" || fail "apply"
 	rollout
 	show_logs "$(installer_pod)" install-runsc configure-containerd
@@ -604,7 +694,7 @@ s5_uninstall() {
 	done) >"$CW/runsc-ctrs.log" 2>/dev/null &
 	sampler=$!
 	r0=$(restarts)
-	target "$V_UP" uninstall || fail "generate"
+	target "$V_UP" uninstall || fail "pin + generate"
 	apply_dir "$T/generated/e2e" || fail "apply"
 	rollout
 	kill "$sampler" 2>/dev/null || true
@@ -644,7 +734,7 @@ s5_uninstall() {
 s6_broken() {
 	local r0 cfg p ready code msg
 	# back to an installed node (install after uninstall), with a gVisor pod running
-	target "$V_GOOD" install || fail "generate"
+	target "$V_GOOD" install || fail "pin + generate"
 	apply_dir "$T/generated/e2e" || fail "apply"
 	rollout
 	[ "$(stamp_version)" = "$V_GOOD" ] || fail "reinstall: stamp says '$(stamp_version)'"
@@ -654,8 +744,13 @@ s6_broken() {
 	say "reinstalled $V_GOOD; gvisor-sleeper runs"
 	cfg=$(sha256sum <"$CW/host/etc-containerd/config.toml")
 	r0=$(restarts)
-	# now the broken release
-	target "$V_BAD" install || fail "generate"
+	# now the broken release: pin takes the digest it publishes, the genuine one, and the tampered runsc beside it
+	# does not match it
+	target "$V_BAD" install || fail "pin + generate"
+	[ "$(published "$V_BAD" runsc)" = "$(published "$V_GOOD" runsc)" ] || fail "$V_BAD does not publish the genuine runsc digest"
+	[ "$(sha512sum <"$S/$V_BAD/x86_64/runsc" | cut -d' ' -f1)" != "$(published "$V_BAD" runsc)" ] || fail "$V_BAD's runsc is not tampered"
+	pinned_in_ds runsc "$(published "$V_BAD" runsc)" || fail "the DaemonSet does not pin $V_BAD's runsc to its published digest"
+	say "pinned $V_BAD x86_64/runsc to its published (genuine) digest $(published "$V_BAD" runsc | cut -c1-16)...; the runsc served beside it is one byte longer"
 	apply_dir "$T/generated/e2e" || fail "apply"
 	sleep 2
 	for _ in $(seq 150); do
@@ -674,7 +769,7 @@ s6_broken() {
 	msg=$(kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | grep 'ERROR' | tail -1)
 	say "installer pod $p: Ready=$ready, install-runsc exit $code, restarts $(kc -n gvisor-system get pod "$p" -o jsonpath='{.status.initContainerStatuses[0].restartCount}'), rollout status times out"
 	kc -n gvisor-system logs "$p" -c install-runsc 2>&1 | ind
-	case $msg in *"sha512 mismatch"*"$V_BAD"*runsc*) ;; *) fail "install-runsc's log does not name the sha512 mismatch: $msg" ;; esac
+	case $msg in *"sha512 mismatch for $MIRROR/$V_BAD/x86_64/runsc against the pinned digest"*) ;; *) fail "install-runsc's log does not name the sha512 mismatch against the pinned digest: $msg" ;; esac
 	say "containerd restarts since the broken release was applied: $(($(restarts) - r0))"
 	[ "$(($(restarts) - r0))" = 0 ] || fail "containerd was restarted"
 	[ "$(sha256sum <"$CW/host/etc-containerd/config.toml")" = "$cfg" ] || fail "config.toml changed"
@@ -692,7 +787,6 @@ run_version() { # V
 	T=$CW/repo
 	mkdir -p "$T/targets"
 	cp -r cue "$T/cue"
-	target "$V_GOOD" install || return 1
 	if ! start_cluster "$V"; then
 		echo "$V up FAIL -" >>"$W/results"
 		stop_cluster "$V" || true
@@ -701,7 +795,8 @@ run_version() { # V
 	say "cluster up in $(secs "$(ms "$t0")"): $(grep -E 'containerd ok|CLUSTER UP' "$CW/run/logs/node.log" | sed 's/^\[node [^ ]* //' | xargs)"
 	echo "$V up PASS $(secs "$(ms "$t0")") cluster" >>"$W/results"
 	local ok=1
-	scenario 1 "negative control" s1_negative &&
+	scenario 0 "pin (https mirror, test CA)" s0_pin &&
+		scenario 1 "negative control" s1_negative &&
 		scenario 2 "install + smoke" s2_install &&
 		scenario 3 "rollout restart" s3_restart &&
 		scenario 4 "upgrade $V_GOOD -> $V_UP" s4_upgrade &&

@@ -1,16 +1,18 @@
 #!/bin/bash
 # ci/cluster/node.sh: PID 1 of the simulated node's user+mount+pid+net+uts+ipc namespaces (started by ci/cluster/e2e.sh
 # through usernsrun, uids/gids 0-65535 mapped 1:1). It plays the host: private mounts, scratch folders bound over every
-# host path the installer (or containerd, CNI, kubelet) may write, a node IP on a veth, busybox httpd serving the gVisor
-# mirror; then etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd and kubelet as a single-node
-# cluster "gvz-node". Once the node is Ready it touches $W/run/READY and acts as the host's "systemd": the fake
-# systemctl (bound over /usr/local/sbin/systemctl and /usr/bin/systemctl) asks it to restart containerd, which it does
-# in its own context (a containerd started from inside the init container would live in that container's cgroup and
-# network namespace), logging every restart to $W/run/logs/systemd.log.
+# host path the installer (or containerd, CNI, kubelet) may write, a node IP on a veth, the gVisor mirror served over
+# HTTPS there (ci/cluster/tlsmirror, a certificate for the node IP from e2e.sh's test CA); then etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, containerd and kubelet as a single-node cluster "gvz-node". Once the node is
+# Ready it touches $W/run/READY and acts as the host's "systemd": the fake systemctl (bound over
+# /usr/local/sbin/systemctl and /usr/bin/systemctl) asks it to restart containerd, which it does in its own context (a
+# containerd started from inside the init container would live in that container's cgroup and network namespace),
+# logging every restart to $W/run/logs/systemd.log.
 #
 # Environment (from e2e.sh): GVZ_W (this cluster's scratch folder, prepared by e2e.sh), GVZ_K8S (Kubernetes binaries),
 # GVZ_CTRD (containerd binary), GVZ_CTRD_PATH (dirs put first on containerd's PATH, e.g. the 2.x runc shim),
-# GVZ_SERVE (the mirror's document root), GVZ_NODE_IP.
+# GVZ_SERVE (the mirror's document root), GVZ_NODE_IP, GVZ_MIRROR (the tlsmirror binary), GVZ_MIRROR_PORT,
+# GVZ_MIRROR_TLS (folder with ca.pem, mirror.pem, mirror.key).
 set -euo pipefail
 W=$GVZ_W B=$GVZ_K8S R=$GVZ_W/run C=$GVZ_W/conf H=$GVZ_W/host
 L=$R/logs
@@ -92,8 +94,13 @@ ip addr add "$IP/24" dev veth-node
 ip link set veth-node up
 ip link set veth-peer up
 ip route add default via "${IP%.*}.254" dev veth-node
-busybox httpd -f -p "$IP:18080" -h "$GVZ_SERVE" >>"$L/httpd.log" 2>&1 &
+"$GVZ_MIRROR" -addr "$IP:$GVZ_MIRROR_PORT" -dir "$GVZ_SERVE" -cert "$GVZ_MIRROR_TLS/mirror.pem" \
+	-key "$GVZ_MIRROR_TLS/mirror.key" >>"$L/mirror.log" 2>&1 &
 ts "namespaces ready (uid_map: $(xargs </proc/self/uid_map))"
+# the mirror answers both clients that use it: curl verifying against the test CA (as `gvisorgen pin` verifies), and
+# busybox wget with no openssl on its PATH (as the installer image fetches pinned artifacts: its own TLS client)
+waitfor "mirror https (verified with the test CA)" 10 curl -sSf --cacert "$GVZ_MIRROR_TLS/ca.pem" "https://$IP:$GVZ_MIRROR_PORT/release/"
+waitfor "mirror https (busybox wget's TLS client)" 10 env PATH=/nonexistent /bin/busybox wget -q -O /dev/null "https://$IP:$GVZ_MIRROR_PORT/release/"
 export PATH=$B:$HOSTPATH
 
 # --- control plane --------------------------------------------------------------------------------------------------

@@ -229,7 +229,8 @@ func newPin() *cobra.Command {
 		Short: "Pin the gVisor release digests and the installer image digest the targets use (cue/pins.cue)",
 		Long: `pin resolves, for every distinct gVisor version, architecture and artifact the selected targets
 install, the sha512 published beside the artifact (<baseURL>/<version>/<arch>/<artifact>.sha512),
-and for every installer image tag the digest its registry serves (the multi-arch index), over TLS
+and for every installer image tag the digest its registry serves (the multi-arch index; not for a
+target that sets its own gvisor.installer.image.digest, one cue/pins.cue does not hold), over TLS
 verified against the system roots (plus --ca-file, for a mirror with a private CA). It writes them
 to cue/pins.cue, a committed CUE file the schema takes its defaults from: a version bump then shows
 in the pull request as the version line plus its digests. A pin that differs from what the source
@@ -253,6 +254,9 @@ could not be asked (unreachable, certificate rejected) or the inputs do not eval
 			if rep != nil {
 				for _, r := range rep.Resolved {
 					fmt.Fprintf(w, "resolved %s\n", r)
+				}
+				for _, o := range rep.Own {
+					fmt.Fprintf(w, "not asked %s: the target sets gvisor.installer.image.digest itself\n", o)
 				}
 			}
 			if err != nil {

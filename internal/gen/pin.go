@@ -46,6 +46,10 @@ type PinReport struct {
 	Resolved []string
 	// Added are the pins that were missing (written, or reported by Check).
 	Added []string
+	// Own lists the installer images that a target pins by itself (an explicit
+	// gvisor.installer.image.digest that pins.cue does not hold), which pin
+	// does not ask a registry for: "repository:tag@digest (target T)".
+	Own []string
 	// Written is true when the pins file changed.
 	Written bool
 }
@@ -95,11 +99,12 @@ func Pin(opts PinOptions) (*PinReport, error) {
 		}
 		src = s
 	}
-	want, err := wanted(res.Targets)
+	want, err := wanted(res.Targets, &have)
 	if err != nil {
 		return nil, err
 	}
 	got, rep, err := resolve(context.Background(), src, want, &have)
+	rep.Own = want.own
 	if err != nil {
 		return rep, err
 	}
@@ -124,9 +129,16 @@ func Pin(opts PinOptions) (*PinReport, error) {
 type want struct {
 	artifacts map[[3]string][]string // {version, arch, artifact} → URLs
 	images    map[string]bool        // repository:tag
+	own       []string               // images pinned by their target, not asked (PinReport.Own)
 }
 
-func wanted(ts []eval.Target) (*want, error) {
+// wanted collects what the targets need pinned. An installer image whose
+// target sets its own digest (one that pins.cue does not hold for its tag)
+// is pinned already, by that target: its registry is not asked (it may have
+// none, like an image imported onto the nodes with pullPolicy Never). Tags
+// whose digest comes from pins.cue, or is missing, are asked, so that
+// --check still compares every pin with its registry.
+func wanted(ts []eval.Target, have *pins) (*want, error) {
 	w := &want{artifacts: map[[3]string][]string{}, images: map[string]bool{}}
 	for _, t := range ts {
 		var v struct {
@@ -141,6 +153,7 @@ func wanted(ts []eval.Target) (*want, error) {
 					Image struct {
 						Repository string `json:"repository"`
 						Tag        string `json:"tag"`
+						Digest     string `json:"digest"`
 					} `json:"image"`
 				} `json:"installer"`
 			} `json:"gvisor"`
@@ -161,8 +174,15 @@ func wanted(ts []eval.Target) (*want, error) {
 				}
 			}
 		}
-		w.images[g.Installer.Image.Repository+":"+g.Installer.Image.Tag] = true
+		img := g.Installer.Image
+		ref := img.Repository + ":" + img.Tag
+		if img.Digest != "" && img.Digest != have.Images[ref] {
+			w.own = append(w.own, fmt.Sprintf("%s@%s (target %s)", ref, img.Digest, t.Name))
+			continue
+		}
+		w.images[ref] = true
 	}
+	sort.Strings(w.own)
 	return w, nil
 }
 
