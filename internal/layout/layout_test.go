@@ -241,6 +241,9 @@ func TestScriptsNameLayoutFolders(t *testing.T) {
 	}
 	text := map[string]string{}
 	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+			continue // a Go helper's folder (ci/cluster/tlsmirror): Go is the other test's
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
