@@ -1,0 +1,191 @@
+package gen
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+)
+
+// contractVar is one variable of #InstallerEnv.
+type contractVar struct {
+	Name     string
+	Default  string `json:"default"`
+	Required bool   `json:"required"`
+	Rendered bool   `json:"rendered"`
+}
+
+func installerContract(t *testing.T) []contractVar {
+	t.Helper()
+	ev, err := eval.Load(eval.Options{Root: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := ev.Instance().LookupPath(cue.ParsePath("#InstallerEnv")).Fields()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []contractVar
+	for it.Next() {
+		var v contractVar
+		if err := it.Value().Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		v.Name = it.Selector().Unquoted()
+		out = append(out, v)
+	}
+	if len(out) < 10 {
+		t.Fatalf("#InstallerEnv has %d variables", len(out))
+	}
+	return out
+}
+
+func readRepo(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestInstallerEnvContract: #InstallerEnv (cue/installer.cue) is the
+// installer contract's one home; every other copy agrees with it: the env of
+// every rendered installer container, lib.sh's defaults, the README table,
+// the variables the node tests set, and the bench chart's env.
+func TestInstallerEnvContract(t *testing.T) {
+	contract := installerContract(t)
+	byName := map[string]contractVar{}
+	var all, rendered []string
+	for _, v := range contract {
+		byName[v.Name] = v
+		all = append(all, v.Name)
+		if v.Rendered {
+			rendered = append(rendered, v.Name)
+		}
+	}
+	sorted := func(s []string) []string { s = slices.Clone(s); sort.Strings(s); return slices.Compact(s) }
+
+	// The rendered DaemonSets: every container, init or not, gets exactly the
+	// rendered variables, in the contract's order.
+	dss, _ := filepath.Glob(filepath.Join(repoRoot, "generated", "*", "daemonset-runsc-installer.yaml"))
+	if len(dss) == 0 {
+		t.Fatal("no rendered DaemonSet")
+	}
+	for _, file := range dss {
+		target := filepath.Base(filepath.Dir(file))
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						InitContainers, Containers []struct {
+							Name string
+							Env  []struct{ Name string }
+						}
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(readRepo(t, "generated/"+target+"/daemonset-runsc-installer.yaml")), &ds); err != nil {
+			t.Fatal(err)
+		}
+		s := ds.Spec.Template.Spec
+		for _, c := range append(s.InitContainers, s.Containers...) {
+			var names []string
+			for _, e := range c.Env {
+				names = append(names, e.Name)
+			}
+			if !slices.Equal(names, rendered) {
+				t.Errorf("%s: container %s env = %v, want %v", target, c.Name, names, rendered)
+			}
+		}
+	}
+
+	// lib.sh: gvz_load_env applies each default, and reads nothing else.
+	lib := readRepo(t, "cue/installer/lib.sh")
+	defRE := regexp.MustCompile(`(?m)^\s+([A-Z][A-Z0-9_]+)=\$\{([A-Z][A-Z0-9_]+):?-([^}]*)\}$`)
+	seen := map[string]string{}
+	for _, m := range defRE.FindAllStringSubmatch(lib, -1) {
+		if m[1] == m[2] {
+			seen[m[1]] = m[3]
+		}
+	}
+	delete(seen, "GVZ_NAME") // lib.sh's own log prefix, not an input
+	for _, v := range contract {
+		got, ok := seen[v.Name]
+		switch {
+		case v.Name == "GVISORGEN_SCRIPTS":
+			// Read by every script before lib.sh is found: its default sits
+			// in their source line.
+			if !strings.Contains(readRepo(t, "cue/installer/install-runsc.sh"), `"${GVISORGEN_SCRIPTS:-`+v.Default+`}/lib.sh"`) {
+				t.Errorf("install-runsc.sh does not default GVISORGEN_SCRIPTS to %s", v.Default)
+			}
+		case !ok:
+			t.Errorf("lib.sh does not default %s", v.Name)
+		case got != v.Default:
+			t.Errorf("lib.sh defaults %s to %q, the contract to %q", v.Name, got, v.Default)
+		}
+	}
+	for n := range seen {
+		if _, ok := byName[n]; !ok {
+			t.Errorf("lib.sh reads %s, which the contract does not list", n)
+		}
+	}
+
+	// The README table: one row per variable, with the contract's default.
+	readme := readRepo(t, "cue/installer/README.md")
+	rowRE := regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]+)` \\| ([^|]*) \\|")
+	var rows []string
+	for _, m := range rowRE.FindAllStringSubmatch(readme, -1) {
+		rows = append(rows, m[1])
+		v, ok := byName[m[1]]
+		if !ok {
+			t.Errorf("README table lists %s, which the contract does not", m[1])
+			continue
+		}
+		cell := strings.TrimSpace(m[2])
+		want := "`" + v.Default + "`"
+		switch {
+		case v.Required:
+			want = "(required"
+		case v.Default == "":
+			want = "empty"
+		}
+		if !strings.HasPrefix(cell, want) {
+			t.Errorf("README table: %s default %q, want %s", m[1], cell, want)
+		}
+	}
+	if !slices.Equal(sorted(rows), sorted(all)) {
+		t.Errorf("README table rows %v, contract %v", sorted(rows), sorted(all))
+	}
+
+	// The node tests set only contract variables.
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "ci/node/*_test.go"))
+	varRE := regexp.MustCompile(`"((?:GVISOR|HOST|INSTALL|CONTAINERD|RUNSC|STATE|DOWNLOAD|RESTART|LOCK)_[A-Z0-9_]+)"`)
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, m := range varRE.FindAllStringSubmatch(string(b), -1) {
+			if _, ok := byName[m[1]]; !ok {
+				t.Errorf("%s sets %s, which the contract does not list", filepath.Base(f), m[1])
+			}
+		}
+	}
+
+	// The bench chart renders the same variables, in order.
+	chart := readRepo(t, "ci/bench/chart/templates/_helpers.tpl")
+	var chartEnv []string
+	for _, m := range regexp.MustCompile(`(?m)^- \{name: ([A-Z][A-Z0-9_]+), value:`).FindAllStringSubmatch(chart, -1) {
+		chartEnv = append(chartEnv, m[1])
+	}
+	if !slices.Equal(chartEnv, rendered) {
+		t.Errorf("bench chart env = %v, want %v", chartEnv, rendered)
+	}
+}
