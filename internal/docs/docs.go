@@ -149,7 +149,7 @@ func constraint(v cue.Value) string {
 
 // notValues are definitions of the module that are not part of the values
 // contract.
-var notValues = []string{"#Values", "#Target", "#Profiles", "#ProfileFacts", "#Render", "#Delivery", "#Smoke", "#Objects", "#ClusterMeta", "#NamespacedMeta", "#PodSpec", "#Container"}
+var notValues = []string{"#Values", "#Target", "#Profiles", "#ProfileFacts", "#InstallerEnv", "#Render", "#Delivery", "#Smoke", "#Objects", "#ClusterMeta", "#NamespacedMeta", "#PodSpec", "#Container"}
 
 // Profile is one profile as the reference lists it (#ProfileFacts).
 type Profile struct {
