@@ -39,9 +39,7 @@ RCFG=$HOST_ROOT$RUNSC_CONFIG
 [ -d "$HOST_ROOT$GVZ_CFG_DIR" ] || gvz_die "containerd config dir $GVZ_CFG_DIR is not mounted at $HOST_ROOT$GVZ_CFG_DIR"
 [ -d "${RCFG%/*}" ] || gvz_die "the dir of RUNSC_CONFIG ($RUNSC_CONFIG) is not mounted at ${RCFG%/*}"
 [ ! -L "$CFG" ] || gvz_die "$CONTAINERD_CONFIG is a symlink; refusing to replace it (point CONTAINERD_CONFIG at the real file)"
-if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -q '^[[:space:]]*\['; then
-    gvz_die "RUNSC_CONFIG_TOML must hold 'key = value' lines for [runsc_config] only, no table headers"
-fi
+gvz_check_runsc_toml
 
 gvz_check_host
 gvz_setup_traps

@@ -122,6 +122,14 @@ gvz_check_version() {
         gvz_die "GVISOR_VERSION $GVISOR_VERSION is not a release tag: $_gvz_d is not a calendar date"
 }
 
+# gvz_check_runsc_toml : RUNSC_CONFIG_TOML holds `key = value` lines for [runsc_config] only. The values schema
+# (gvisor.runsc.config) renders only such lines; ci/node's contract test checks what it renders passes here.
+gvz_check_runsc_toml() {
+    if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -q '^[[:space:]]*\['; then
+        gvz_die "RUNSC_CONFIG_TOML must hold 'key = value' lines for [runsc_config] only, no table headers"
+    fi
+}
+
 # gvz_layout : prints binaries|archive for GVISOR_LAYOUT and the tag's date.
 gvz_layout() {
     case $GVISOR_LAYOUT in
