@@ -59,7 +59,10 @@ now() { date +%s; }
 # GCP_SERVICE_ACCOUNT, and an OIDC token, which a fork's pull request does not get) or the
 # fallback key (HAVE_GCP_SA_KEY=true, or GCP_SA_KEY non-empty); without them the leg is skipped
 # with a warning. Credentials without GKE_CLUSTER and GKE_LOCATION are a configuration error.
-# eks has no leg yet (deferred: gp3 needs the EBS CSI driver add-on on the test cluster).
+# eks runs with an IAM role for GitHub's OIDC (AWS_ROLE_ARN, AWS_REGION) and EKS_CLUSTER; aks with an Entra
+# app's federated credential (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_SUBSCRIPTION_ID), AKS_RESOURCE_GROUP and
+# AKS_CLUSTER. Both need the OIDC token a fork's pull request does not get; credentials without the cluster's
+# names are a configuration error, as for gke.
 gate() {
 	out=${GITHUB_OUTPUT:-/dev/stdout}
 	case $1 in
@@ -93,14 +96,41 @@ gate() {
 			echo "auth=$auth"
 		} >>"$out"
 		;;
-	eks)
-		echo "::warning title=eks smoke deferred::no EKS leg yet: its overlay exists, but the test cluster needs the Amazon EBS CSI driver add-on for gp3"
-		echo "enabled=false" >>"$out"
-		;;
-	*)
+	eks) oidc_leg eks "AWS_ROLE_ARN AWS_REGION" "EKS_CLUSTER" "$out" ;;
+	aks) oidc_leg aks "AZURE_CLIENT_ID AZURE_TENANT_ID AZURE_SUBSCRIPTION_ID" "AKS_RESOURCE_GROUP AKS_CLUSTER" "$out" ;;
+	kind)
 		echo "enabled=true" >>"$out"
 		;;
+	*)
+		echo "::error title=no smoke leg::no smoke leg for target $1: add one to .github/workflows/gvisor-smoke.yml and a gate here"
+		return 1
+		;;
 	esac
+}
+
+# oidc_leg LEG CREDS CLUSTER OUT: a cloud leg that authenticates with GitHub's OIDC token. Without the credential
+# variables (or the token) it is skipped with a warning; with them but without the cluster's names it is an error.
+oidc_leg() {
+	leg=$1 creds=$2 cluster=$3 out=$4 missing=
+	for v in $creds; do
+		eval "val=\${$v:-}"
+		[ -n "$val" ] || missing="${missing:+$missing, }$v"
+	done
+	[ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] || missing="${missing:+$missing, }an OIDC token (id-token: write)"
+	if [ -n "$missing" ]; then
+		echo "::warning title=$leg skipped::$leg smoke leg skipped: $missing not set (secrets and OIDC tokens are not given to pull requests from forks)"
+		echo "enabled=false" >>"$out"
+		return 0
+	fi
+	for v in $cluster; do
+		eval "val=\${$v:-}"
+		if [ -z "$val" ]; then
+			echo "::error title=$leg misconfigured::$leg credentials are set but the repository variable $v is not: set $cluster"
+			return 1
+		fi
+	done
+	echo "$leg smoke leg enabled"
+	echo "enabled=true" >>"$out"
 }
 
 if [ "${1:-}" = --gate ]; then

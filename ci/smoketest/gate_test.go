@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
 )
 
 // runGate runs `sh ci/smoke.sh --gate TARGET` with only env set (no GCP_* from the test's
@@ -17,7 +19,9 @@ func runGate(t *testing.T, target string, env map[string]string) (int, string, m
 	out := filepath.Join(t.TempDir(), "github_output")
 	full := map[string]string{"GITHUB_OUTPUT": out, "GITHUB_ACTIONS": "true"}
 	for _, k := range []string{"GCP_PROJECT_ID", "GCP_SA_KEY", "HAVE_GCP_SA_KEY", "GCP_WORKLOAD_IDENTITY_PROVIDER",
-		"GCP_SERVICE_ACCOUNT", "ACTIONS_ID_TOKEN_REQUEST_URL", "GKE_CLUSTER", "GKE_LOCATION"} {
+		"GCP_SERVICE_ACCOUNT", "ACTIONS_ID_TOKEN_REQUEST_URL", "GKE_CLUSTER", "GKE_LOCATION",
+		"AWS_ROLE_ARN", "AWS_REGION", "EKS_CLUSTER", "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID",
+		"AKS_RESOURCE_GROUP", "AKS_CLUSTER"} {
 		full[k] = ""
 	}
 	for k, v := range env {
@@ -117,15 +121,80 @@ func mergeMaps(a, b map[string]string) map[string]string {
 	return out
 }
 
-func TestGateKindAndEKS(t *testing.T) {
+func TestGateKind(t *testing.T) {
 	t.Parallel()
 	if code, _, o := runGate(t, "kind", nil); code != 0 || o["enabled"] != "true" {
 		t.Errorf("kind: exit %d enabled=%q, want 0 true", code, o["enabled"])
 	}
-	code, out, o := runGate(t, "eks", nil)
-	if code != 0 || o["enabled"] != "false" || !strings.Contains(out, "::warning title=eks smoke deferred::") ||
-		!strings.Contains(out, "EBS CSI driver") {
-		t.Errorf("eks: exit %d enabled=%q output %q: want a deferred warning naming the EBS CSI driver", code, o["enabled"], out)
+	// A target without a leg is an error, not a silent run.
+	if code, out, _ := runGate(t, "nosuch", nil); code == 0 || !strings.Contains(out, "no smoke leg for target nosuch") {
+		t.Errorf("nosuch: exit %d output %q", code, out)
+	}
+}
+
+// The eks and aks legs run on GitHub's OIDC token and their credential variables; without
+// them they are skipped with a warning; credentials without the cluster's names are an error.
+func TestGateEKSAndAKS(t *testing.T) {
+	t.Parallel()
+	oidc := map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.example"}
+	for _, c := range []struct {
+		target  string
+		creds   map[string]string
+		cluster map[string]string
+	}{
+		{"eks", map[string]string{"AWS_ROLE_ARN": "arn:aws:iam::1:role/ci", "AWS_REGION": "eu-west-1"}, map[string]string{"EKS_CLUSTER": "gvisor-ci"}},
+		{"aks", map[string]string{"AZURE_CLIENT_ID": "c", "AZURE_TENANT_ID": "t", "AZURE_SUBSCRIPTION_ID": "s"}, map[string]string{"AKS_RESOURCE_GROUP": "rg", "AKS_CLUSTER": "gvisor-ci"}},
+	} {
+		none := map[string]string{}
+		for k := range mergeMaps(c.creds, c.cluster) {
+			none[k] = ""
+		}
+		if code, out, o := runGate(t, c.target, none); code != 0 || o["enabled"] != "false" || !strings.Contains(out, "::warning title="+c.target+" skipped::") {
+			t.Errorf("%s without credentials: exit %d enabled=%q output %q", c.target, code, o["enabled"], out)
+		}
+		if code, _, o := runGate(t, c.target, mergeMaps(mergeMaps(none, c.creds), c.cluster)); code != 0 || o["enabled"] != "false" {
+			t.Errorf("%s without an OIDC token (a fork): exit %d enabled=%q", c.target, code, o["enabled"])
+		}
+		if code, out, _ := runGate(t, c.target, mergeMaps(mergeMaps(none, c.creds), oidc)); code == 0 || !strings.Contains(out, "misconfigured") {
+			t.Errorf("%s with credentials but no cluster: exit %d output %q", c.target, code, out)
+		}
+		if code, _, o := runGate(t, c.target, mergeMaps(mergeMaps(mergeMaps(none, c.creds), c.cluster), oidc)); code != 0 || o["enabled"] != "true" {
+			t.Errorf("%s configured: exit %d enabled=%q", c.target, code, o["enabled"])
+		}
+	}
+}
+
+// Every profile (#ProfileFacts in the CUE module) has its smoke leg: a matrix entry whose
+// target is the profile's example target, and a gate for it in ci/smoke.sh.
+func TestEveryProfileHasASmokeLeg(t *testing.T) {
+	t.Parallel()
+	ev, err := eval.Load(eval.Options{Root: repoRoot(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := os.ReadFile(filepath.Join(repoRoot(t), ".github", "workflows", "gvisor-smoke.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+target: ([a-z0-9-]+)$`).FindAllStringSubmatch(string(wf), -1) {
+		targets[m[1]] = true
+	}
+	smoke, err := os.ReadFile(filepath.Join(repoRoot(t), "ci", "smoke.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := ev.ProfileNames()
+	if len(names) < 4 {
+		t.Fatalf("profiles: %v", names)
+	}
+	for _, p := range names {
+		if !targets[p] {
+			t.Errorf("profile %s has no leg in gvisor-smoke.yml (matrix target: %s)", p, p)
+		}
+		if !regexp.MustCompile(`(?m)^\s+` + p + `\)`).Match(smoke) {
+			t.Errorf("profile %s has no gate in ci/smoke.sh", p)
+		}
 	}
 }
 
