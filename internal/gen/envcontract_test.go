@@ -189,3 +189,58 @@ func TestInstallerEnvContract(t *testing.T) {
 		t.Errorf("bench chart env = %v, want %v", chartEnv, rendered)
 	}
 }
+
+// TestArchAffinityInEveryDaemonSet: every rendered installer DaemonSet selects
+// the architectures gVisor serves (kubernetes.io/arch In …), so it never lands
+// on a node it cannot serve.
+func TestArchAffinityInEveryDaemonSet(t *testing.T) {
+	dss, _ := filepath.Glob(filepath.Join(repoRoot, "generated", "*", "daemonset-runsc-installer.yaml"))
+	if len(dss) == 0 {
+		t.Fatal("no rendered DaemonSet")
+	}
+	for _, file := range dss {
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Affinity struct {
+							NodeAffinity struct {
+								Required struct {
+									Terms []struct {
+										Exprs []struct {
+											Key      string
+											Operator string
+											Values   []string
+										} `json:"matchExpressions"`
+									} `json:"nodeSelectorTerms"`
+								} `json:"requiredDuringSchedulingIgnoredDuringExecution"`
+							} `json:"nodeAffinity"`
+						}
+					}
+				}
+			}
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &ds); err != nil {
+			t.Fatal(err)
+		}
+		terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.Required.Terms
+		ok := len(terms) > 0
+		for _, term := range terms {
+			found := false
+			for _, e := range term.Exprs {
+				if e.Key == "kubernetes.io/arch" && e.Operator == "In" && len(e.Values) > 0 &&
+					!slices.ContainsFunc(e.Values, func(v string) bool { return v != "amd64" && v != "arm64" }) {
+					found = true
+				}
+			}
+			ok = ok && found
+		}
+		if !ok {
+			t.Errorf("%s: no kubernetes.io/arch In [amd64|arm64] node affinity in every term", file)
+		}
+	}
+}
