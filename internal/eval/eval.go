@@ -110,6 +110,8 @@ type Evaluator struct {
 	deliver cue.Value // #Delivery
 	smoke   cue.Value // #Smoke
 	memo    *memo
+	// describe turns pattern failures into what is wanted.
+	describe describer
 }
 
 // Load loads and builds the CUE module.
@@ -144,6 +146,7 @@ func Load(opts Options) (*Evaluator, error) {
 	if err := e.inst.Err(); err != nil {
 		return nil, e.cueError(err)
 	}
+	e.describe = newDescriber(e.inst)
 	e.schema = e.inst.LookupPath(cue.ParsePath("#Target"))
 	e.profile = e.inst.LookupPath(cue.ParsePath("#Profiles"))
 	e.render = e.inst.LookupPath(cue.ParsePath("#Render"))
@@ -566,7 +569,7 @@ func (e *Evaluator) cueError(err error) error {
 		if m.path != "" {
 			line.WriteString(m.path + ": ")
 		}
-		line.WriteString(m.msg)
+		line.WriteString(e.describe.translate(m.msg))
 		// The user's own positions first, then the schema's.
 		sort.SliceStable(m.pos, func(i, j int) bool { return !e.inModule(m.pos[i]) && e.inModule(m.pos[j]) })
 		for _, p := range m.pos {

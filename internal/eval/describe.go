@@ -1,0 +1,124 @@
+package eval
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/format"
+)
+
+// describer turns CUE's pattern failures into the user's words: every
+// pattern in the schema sits in a definition or a field whose doc comment
+// says what is wanted; its first sentence replaces the regex in messages.
+type describer map[string]string // regex source → what is wanted
+
+// patternLit finds pattern constraints (=~"…" and !~"…") in CUE source.
+var patternLit = regexp.MustCompile(`[=!]~("(?:[^"\\]|\\.)*")`)
+
+// newDescriber collects the patterns of the module's definitions and of
+// every field of #Values, each with its doc's first sentence. A
+// definition's doc wins over a field's (it is about the pattern itself).
+func newDescriber(inst cue.Value) describer {
+	d := describer{}
+	add := func(v cue.Value, override bool) {
+		doc := firstSentence(v)
+		if doc == "" {
+			return
+		}
+		b, err := format.Node(v.Source())
+		if v.Source() == nil || err != nil {
+			return
+		}
+		for _, m := range patternLit.FindAllStringSubmatch(string(b), -1) {
+			re, err := strconv.Unquote(m[1])
+			if err != nil {
+				continue
+			}
+			if _, ok := d[re]; !ok || override {
+				d[re] = doc
+			}
+		}
+	}
+	// Leaves first: a struct's source holds its children's patterns too, so
+	// a struct's doc only describes the patterns no child describes (the
+	// keys of a map, say).
+	var structs []cue.Value
+	var walk func(v cue.Value, depth int)
+	walk = func(v cue.Value, depth int) {
+		if depth > 8 {
+			return
+		}
+		it, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			if it.Value().IncompleteKind() == cue.StructKind {
+				structs = append(structs, it.Value())
+				walk(it.Value(), depth+1)
+				continue
+			}
+			add(it.Value(), false)
+		}
+	}
+	walk(inst.LookupPath(cue.ParsePath("#Values")), 0)
+	for _, v := range structs {
+		add(v, false)
+	}
+	// Named constraints (#AbsPath, #ReleaseTag, …) describe their pattern
+	// best; struct definitions hold other patterns.
+	if it, err := inst.Fields(cue.Definitions(true)); err == nil {
+		for it.Next() {
+			if it.Selector().IsDefinition() && it.Value().IncompleteKind() != cue.StructKind {
+				add(it.Value(), true)
+			}
+		}
+	}
+	return d
+}
+
+// firstSentence is the first sentence of a value's doc comment, or "".
+func firstSentence(v cue.Value) string {
+	var parts []string
+	for _, g := range v.Doc() {
+		parts = append(parts, g.Text())
+	}
+	s := strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+	if loc := sentenceEnd.FindStringIndex(s); loc != nil {
+		s = s[:loc[0]+1]
+	}
+	return s
+}
+
+// sentenceEnd is a full stop followed by a new sentence (". _ -" in a list
+// of characters is not one).
+var sentenceEnd = regexp.MustCompile(`\.\s+[A-Z]`)
+
+var outOfBound = regexp.MustCompile(`^invalid value (.+) \(out of bound ([=!]~)("(?:[^"\\]|\\.)*")\)$`)
+
+// translate rewrites a pattern failure into what is wanted, when the
+// schema describes the pattern; other messages pass unchanged.
+func (d describer) translate(msg string) string {
+	m := outOfBound.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	re, err := strconv.Unquote(m[3])
+	if err != nil {
+		return msg
+	}
+	want, ok := d[re]
+	if !ok {
+		return msg
+	}
+	return "invalid value " + m[1] + ": want " + lowerFirst(strings.TrimSuffix(want, "."))
+}
+
+func lowerFirst(s string) string {
+	if s == "" || strings.HasPrefix(s, "A ") && len(s) > 2 && s[2] >= 'A' && s[2] <= 'Z' {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
