@@ -79,6 +79,15 @@ func newDescriber(inst cue.Value) describer {
 	return d
 }
 
+// describer is the module's describer, built when an error first needs it:
+// a run without errors (and every worker of a fleet) never walks the schema.
+func (e *Evaluator) describer() describer {
+	if e.describe == nil {
+		e.describe = newDescriber(e.inst)
+	}
+	return e.describe
+}
+
 // firstSentence is the first sentence of a value's doc comment, or "".
 func firstSentence(v cue.Value) string {
 	var parts []string

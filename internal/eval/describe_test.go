@@ -35,7 +35,7 @@ func TestEveryPatternIsDescribed(t *testing.T) {
 				continue
 			}
 			n++
-			if ev.describe[re] == "" {
+			if ev.describer()[re] == "" {
 				t.Errorf("%s: pattern %s has no description: put a doc comment on its definition or field", filepath.Base(f), m[1])
 			}
 		}

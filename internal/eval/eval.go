@@ -110,7 +110,8 @@ type Evaluator struct {
 	deliver cue.Value // #Delivery
 	smoke   cue.Value // #Smoke
 	memo    *memo
-	// describe turns pattern failures into what is wanted.
+	// describe turns pattern failures into what is wanted; built on the
+	// first error (see describer), not on every load.
 	describe describer
 }
 
@@ -146,7 +147,6 @@ func Load(opts Options) (*Evaluator, error) {
 	if err := e.inst.Err(); err != nil {
 		return nil, e.cueError(err)
 	}
-	e.describe = newDescriber(e.inst)
 	e.schema = e.inst.LookupPath(cue.ParsePath("#Target"))
 	e.profile = e.inst.LookupPath(cue.ParsePath("#Profiles"))
 	e.render = e.inst.LookupPath(cue.ParsePath("#Render"))
@@ -186,25 +186,6 @@ func (e *Evaluator) Instance() cue.Value { return e.inst }
 
 // Profiles is the #Profiles definition.
 func (e *Evaluator) Profiles() cue.Value { return e.profile }
-
-// ProfileFacts is the #ProfileFacts definition: per profile, what the
-// generator knows of the cloud besides its defaults.
-func (e *Evaluator) ProfileFacts() cue.Value {
-	return e.inst.LookupPath(cue.ParsePath("#ProfileFacts"))
-}
-
-// ProfileNames are the profiles, in the order #ProfileFacts declares them.
-func (e *Evaluator) ProfileNames() []string {
-	var out []string
-	it, err := e.ProfileFacts().Fields()
-	if err != nil {
-		return nil
-	}
-	for it.Next() {
-		out = append(out, it.Selector().Unquoted())
-	}
-	return out
-}
 
 // Schema is the #Target definition: #Values and the target's name.
 func (e *Evaluator) Schema() cue.Value { return e.schema }
@@ -569,7 +550,7 @@ func (e *Evaluator) cueError(err error) error {
 		if m.path != "" {
 			line.WriteString(m.path + ": ")
 		}
-		line.WriteString(e.describe.translate(m.msg))
+		line.WriteString(e.describer().translate(m.msg))
 		// The user's own positions first, then the schema's.
 		sort.SliceStable(m.pos, func(i, j int) bool { return !e.inModule(m.pos[i]) && e.inModule(m.pos[j]) })
 		for _, p := range m.pos {

@@ -3,11 +3,11 @@ package gen
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +19,7 @@ import (
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/pin"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/vet"
 )
 
 // Source is what `pin` asks: the digest published beside a release
@@ -141,24 +142,8 @@ type want struct {
 func wanted(ts []eval.Target, have *pins) (*want, error) {
 	w := &want{artifacts: map[[3]string][]string{}, images: map[string]bool{}}
 	for _, t := range ts {
-		var v struct {
-			Gvisor struct {
-				Enabled bool   `json:"enabled"`
-				Version string `json:"version"`
-				Release struct {
-					BaseURL   string              `json:"baseURL"`
-					Artifacts map[string][]string `json:"artifacts"`
-				} `json:"release"`
-				Installer struct {
-					Image struct {
-						Repository string `json:"repository"`
-						Tag        string `json:"tag"`
-						Digest     string `json:"digest"`
-					} `json:"image"`
-				} `json:"installer"`
-			} `json:"gvisor"`
-		}
-		if err := json.Unmarshal(t.Values, &v); err != nil {
+		v, err := vet.ReleaseOf(t.Values)
+		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", t.Name, err)
 		}
 		if !v.Gvisor.Enabled {
@@ -169,7 +154,7 @@ func wanted(ts []eval.Target, have *pins) (*want, error) {
 			for _, n := range names {
 				k := [3]string{g.Version, arch, n}
 				u := strings.Join([]string{g.Release.BaseURL, g.Version, arch, n}, "/")
-				if !contains(w.artifacts[k], u) {
+				if !slices.Contains(w.artifacts[k], u) {
 					w.artifacts[k] = append(w.artifacts[k], u)
 				}
 			}
@@ -184,15 +169,6 @@ func wanted(ts []eval.Target, have *pins) (*want, error) {
 	}
 	sort.Strings(w.own)
 	return w, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // resolve asks the source for every wanted digest and merges them into a

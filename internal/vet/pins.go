@@ -16,8 +16,10 @@ import (
 // (an unpinned artifact over http://), and holds the profiles that require
 // pins (#ProfileFacts) to it, which only a waiver relaxes.
 
-// releaseValues are the values pinning looks at.
-type releaseValues struct {
+// Release is what pinning reads of a target's values: what its nodes
+// download and run, and the profile's pin requirement. vet and `gvisorgen
+// pin` read it the same way (ReleaseOf).
+type Release struct {
 	Policy struct {
 		RequirePins bool `json:"requirePins"`
 	} `json:"policy"`
@@ -40,17 +42,18 @@ type releaseValues struct {
 	} `json:"gvisor"`
 }
 
-// MissingPins lists, as arch/artifact, the artifacts a target's nodes
-// download that its values pin no digest for, sorted.
-func MissingPins(values []byte) ([]string, error) {
-	var v releaseValues
+// ReleaseOf reads a target's values (JSON).
+func ReleaseOf(values []byte) (*Release, error) {
+	var v Release
 	if err := json.Unmarshal(values, &v); err != nil {
 		return nil, err
 	}
-	return missing(&v), nil
+	return &v, nil
 }
 
-func missing(v *releaseValues) []string {
+// missing lists, as arch/artifact, the artifacts a target's nodes download
+// that its values pin no digest for, sorted.
+func missing(v *Release) []string {
 	var out []string
 	for arch, names := range v.Gvisor.Release.Artifacts {
 		for _, n := range names {
@@ -66,12 +69,12 @@ func missing(v *releaseValues) []string {
 // pinFindings are a target's supply-chain errors (some are waivable
 // policies) and warnings.
 func pinFindings(t eval.Target) (errs []finding, warns []string) {
-	var v releaseValues
-	if err := json.Unmarshal(t.Values, &v); err != nil || !v.Gvisor.Enabled {
+	v, err := ReleaseOf(t.Values)
+	if err != nil || !v.Gvisor.Enabled {
 		return nil, nil
 	}
 	rel := &v.Gvisor.Release
-	if miss := missing(&v); len(miss) > 0 && v.Gvisor.Installer.Mode != "uninstall" {
+	if miss := missing(v); len(miss) > 0 && v.Gvisor.Installer.Mode != "uninstall" {
 		list := strings.Join(miss, ", ")
 		switch {
 		case strings.HasPrefix(rel.BaseURL, "http://"):

@@ -1,7 +1,6 @@
 package vet
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,22 +41,16 @@ type Facts struct {
 // FactsOf reads the facts of a loaded module.
 func FactsOf(ev *eval.Evaluator) (Facts, error) {
 	f := Facts{Managed: map[string]string{}}
-	it, err := ev.ProfileFacts().Fields()
+	profiles, err := ev.ProfileFacts()
 	if err != nil {
-		return f, fmt.Errorf("#ProfileFacts: %w", err)
+		return f, err
 	}
-	for it.Next() {
-		var p struct {
-			Managed []string `json:"managedStorageClasses"`
-		}
-		if err := it.Value().Decode(&p); err != nil {
-			return f, fmt.Errorf("#ProfileFacts.%s: %w", it.Selector(), err)
-		}
-		for _, n := range p.Managed {
+	for _, p := range profiles {
+		for _, n := range p.ManagedStorageClasses {
 			if f.Managed[n] != "" {
 				f.Managed[n] += ", "
 			}
-			f.Managed[n] += it.Selector().Unquoted()
+			f.Managed[n] += p.Name
 		}
 	}
 	return f, nil
