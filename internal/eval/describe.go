@@ -105,26 +105,6 @@ func firstSentence(v cue.Value) string {
 // of characters is not one).
 var sentenceEnd = regexp.MustCompile(`\.\s+[A-Z]`)
 
-var outOfBound = regexp.MustCompile(`^invalid value (.+) \(out of bound ([=!]~)("(?:[^"\\]|\\.)*")\)$`)
-
-// translate rewrites a pattern failure into what is wanted, when the
-// schema describes the pattern; other messages pass unchanged.
-func (d describer) translate(msg string) string {
-	m := outOfBound.FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	re, err := strconv.Unquote(m[3])
-	if err != nil {
-		return msg
-	}
-	want, ok := d[re]
-	if !ok {
-		return msg
-	}
-	return "invalid value " + m[1] + ": want " + lowerFirst(strings.TrimSuffix(want, "."))
-}
-
 func lowerFirst(s string) string {
 	if s == "" || strings.HasPrefix(s, "A ") && len(s) > 2 && s[2] >= 'A' && s[2] <= 'Z' {
 		return s

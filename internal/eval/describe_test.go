@@ -44,26 +44,3 @@ func TestEveryPatternIsDescribed(t *testing.T) {
 		t.Fatalf("only %d patterns found", n)
 	}
 }
-
-func TestTranslate(t *testing.T) {
-	d := describer{`^a+$`: "Some a's, at least one. More text."}
-	for in, want := range map[string]string{
-		`invalid value "b" (out of bound =~"^a+$")`: `invalid value "b": want some a's, at least one`,
-		`invalid value "b" (out of bound =~"^c$")`:  `invalid value "b" (out of bound =~"^c$")`,
-		`conflicting values "a" and "b"`:            `conflicting values "a" and "b"`,
-	} {
-		d2 := d
-		d2[`^a+$`] = firstSentenceOf("Some a's, at least one. More text.")
-		if got := d2.translate(in); got != want {
-			t.Errorf("translate(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// firstSentenceOf applies firstSentence's rule to a string.
-func firstSentenceOf(s string) string {
-	if loc := sentenceEnd.FindStringIndex(s); loc != nil {
-		return s[:loc[0]+1]
-	}
-	return s
-}

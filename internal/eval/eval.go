@@ -5,12 +5,15 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
+	stderrors "errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +116,12 @@ type Evaluator struct {
 	// describe turns pattern failures into what is wanted; built on the
 	// first error (see describer), not on every load.
 	describe describer
+	// userFiles are the module's files that declare targets: positions in
+	// them are the user's, not the schema's.
+	userFiles map[string]bool
+	// pkg is the module's import path: hidden definitions are looked up
+	// in it.
+	pkg string
 }
 
 // Load loads and builds the CUE module.
@@ -127,9 +136,13 @@ func Load(opts Options) (*Evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Evaluator{opts: opts, cwd: cwd, ctx: cuecontext.New(), memo: newMemo()}
+	e := &Evaluator{opts: opts, cwd: cwd, ctx: cuecontext.New(), memo: newMemo(), userFiles: map[string]bool{}}
 	dir := filepath.Join(opts.Root, opts.CUEDir)
 	if _, err := os.Stat(dir); err != nil {
+		if stderrors.Is(err, fs.ErrNotExist) {
+			abs, _ := filepath.Abs(filepath.Join(opts.Root, opts.CUEDir))
+			return nil, fmt.Errorf("no CUE module: %s does not exist%s", abs, rootHint(opts.Root, opts.CUEDir))
+		}
 		return nil, fmt.Errorf("loading CUE module: %w", err)
 	}
 	cfg := &load.Config{Dir: dir}
@@ -143,6 +156,7 @@ func Load(opts Options) (*Evaluator, error) {
 	if err := insts[0].Err; err != nil {
 		return nil, e.cueError(err)
 	}
+	e.pkg = insts[0].ImportPath
 	e.inst = e.ctx.BuildInstance(insts[0])
 	if err := e.inst.Err(); err != nil {
 		return nil, e.cueError(err)
@@ -219,19 +233,19 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 		}
 		sort.Slice(selected, func(i, j int) bool { return selected[i].name < selected[j].name })
 	}
-	outs, msgs, err := e.evalAll(selected, user)
+	outs, ds, err := e.evalAll(selected, user)
 	if err != nil {
 		return nil, err
 	}
-	if len(msgs) == 0 {
+	if len(ds) == 0 {
 		fleet, err := objectsAt(e.inst.LookupPath(cue.ParsePath("fleetObjects")))
 		if err != nil {
-			msgs = append(msgs, e.cueError(err).Error())
+			ds = append(ds, e.diags(err)...)
 		}
 		res.Fleet = fleet
 	}
-	if len(msgs) > 0 {
-		return nil, &Error{Msg: strings.Join(msgs, "\n")}
+	if len(ds) > 0 {
+		return nil, e.report(ds)
 	}
 	res.Targets = outs
 	res.Rendered, res.Shared = int(e.memo.rendered.Load()), int(e.memo.shared.Load())
@@ -247,16 +261,16 @@ var Workers = runtime.GOMAXPROCS(0)
 const minPerWorker = 12
 
 // evalAll evaluates the targets, in parallel for large fleets, and returns the
-// results in the order of ts and every error message, in the same order.
-func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, error) {
+// results in the order of ts and every error, in the same order.
+func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []diag, error) {
 	n := min(Workers, len(ts)/minPerWorker)
 	if n < 2 {
-		outs, msgs := e.evalChunk(ts, user)
-		return outs, msgs, nil
+		outs, ds := e.evalChunk(ts, user)
+		return outs, ds, nil
 	}
 	type result struct {
 		outs []Target
-		msgs []string
+		ds   []diag
 		err  error
 	}
 	chunks := make([][]source, n)
@@ -271,7 +285,7 @@ func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, 
 			defer wg.Done()
 			r := &results[w]
 			if w == 0 {
-				r.outs, r.msgs = e.evalChunk(chunks[w], user)
+				r.outs, r.ds = e.evalChunk(chunks[w], user)
 				return
 			}
 			// A worker of its own: its own context, module, targets and values.
@@ -299,35 +313,35 @@ func (e *Evaluator) evalAll(ts []source, user []cue.Value) ([]Target, []string, 
 			for _, t := range chunks[w] {
 				mine = append(mine, byName[t.name])
 			}
-			r.outs, r.msgs = we.evalChunk(mine, wuser)
+			r.outs, r.ds = we.evalChunk(mine, wuser)
 		}()
 	}
 	wg.Wait()
 	var outs []Target
-	var msgs []string
+	var ds []diag
 	for _, r := range results {
 		if r.err != nil {
 			return nil, nil, r.err
 		}
 		outs = append(outs, r.outs...)
-		msgs = append(msgs, r.msgs...)
+		ds = append(ds, r.ds...)
 	}
-	return outs, msgs, nil
+	return outs, ds, nil
 }
 
-// evalChunk evaluates targets in order; each failing target adds a message.
-func (e *Evaluator) evalChunk(ts []source, user []cue.Value) ([]Target, []string) {
+// evalChunk evaluates targets in order; each failing target adds its errors.
+func (e *Evaluator) evalChunk(ts []source, user []cue.Value) ([]Target, []diag) {
 	var outs []Target
-	var msgs []string
+	var ds []diag
 	for _, t := range ts {
 		out, err := e.evalTarget(t, user)
 		if err != nil {
-			msgs = append(msgs, e.cueError(err).Error())
+			ds = append(ds, e.targetDiags(t, user, err)...)
 			continue
 		}
 		outs = append(outs, *out)
 	}
-	return outs, msgs
+	return outs, ds
 }
 
 func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
@@ -338,10 +352,18 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	p := v.LookupPath(cue.ParsePath("profile"))
 	profile, err := p.String()
 	if err != nil {
+		// Without a profile the target cannot be complete: say so, with every
+		// error its values have already.
+		var errs errors.Error
 		if p.Err() != nil {
-			return nil, targetErr(t.name, p.Err())
+			errs = errors.Promote(p.Err(), "")
+		} else {
+			errs = errors.Newf(t.val.Pos(), "profile: must be set to one of %s (target %q declared at %s)", strings.Join(e.ProfileNames(), ", "), t.name, t.pos)
 		}
-		return nil, targetErr(t.name, errors.Newf(p.Pos(), "profile: must be set to one of %s (target %q declared at %s)", strings.Join(e.ProfileNames(), ", "), t.name, t.pos))
+		if err := v.Validate(); err != nil {
+			errs = errors.Append(errs, errors.Promote(err, ""))
+		}
+		return nil, targetErr(t.name, errs)
 	}
 	prof := e.profile.LookupPath(cue.MakePath(cue.Str(profile)))
 	if !prof.Exists() {
@@ -508,71 +530,42 @@ func object(v cue.Value) (Object, error) {
 	return o, nil
 }
 
-// targetErr prefixes each error with the target it belongs to.
+// targetErr marks each error with the target it belongs to.
 func targetErr(name string, err error) error {
 	var out errors.Error
 	for _, e := range errors.Errors(err) {
-		out = errors.Append(out, &prefixed{err: e, prefix: "target " + name})
+		out = errors.Append(out, &ofTarget{err: e, target: name})
 	}
 	return out
 }
 
-// prefixed is an error of one target.
-type prefixed struct {
+// ofTarget is an error of one target.
+type ofTarget struct {
 	err    errors.Error
-	prefix string
+	target string
 }
 
-func (p *prefixed) Position() token.Pos         { return p.err.Position() }
-func (p *prefixed) InputPositions() []token.Pos { return p.err.InputPositions() }
-func (p *prefixed) Path() []string              { return p.err.Path() }
-func (p *prefixed) Error() string               { return p.prefix + ": " + p.err.Error() }
-func (p *prefixed) Msg() (string, []any)        { return p.err.Msg() }
+func (p *ofTarget) Position() token.Pos         { return p.err.Position() }
+func (p *ofTarget) InputPositions() []token.Pos { return p.err.InputPositions() }
+func (p *ofTarget) Path() []string              { return p.err.Path() }
+func (p *ofTarget) Error() string               { return "target " + p.target + ": " + p.err.Error() }
+func (p *ofTarget) Msg() (string, []any)        { return p.err.Msg() }
 
 // FormatError renders a CUE error the way every command prints errors.
 func (e *Evaluator) FormatError(err error) string { return e.cueError(err).Error() }
 
-// cueError renders every error, never "(and N more errors)": the target, the
-// field path as the user writes it, the message, and each position relative to
-// the working directory. A disjunction's errors are folded into one message.
-func (e *Evaluator) cueError(err error) error {
-	list := errors.Errors(err)
-	if len(list) == 0 {
-		list = []errors.Error{errors.Promote(err, "")}
-	}
-	var b strings.Builder
-	seen := map[string]bool{}
-	for _, m := range fold(list) {
-		var line strings.Builder
-		if m.prefix != "" {
-			line.WriteString(m.prefix + ": ")
-		}
-		if m.path != "" {
-			line.WriteString(m.path + ": ")
-		}
-		line.WriteString(e.describer().translate(m.msg))
-		// The user's own positions first, then the schema's.
-		sort.SliceStable(m.pos, func(i, j int) bool { return !e.inModule(m.pos[i]) && e.inModule(m.pos[j]) })
-		for _, p := range m.pos {
-			line.WriteString("\n    " + e.rel(p))
-		}
-		if s := line.String(); !seen[s] {
-			seen[s] = true
-			b.WriteString(s + "\n")
-		}
-	}
-	return &Error{Msg: strings.TrimRight(b.String(), "\n")}
-}
+// cueError renders every error, never "(and N more errors)": the field path
+// as the user writes it, the message in the user's words, and the user's
+// positions relative to the working directory.
+func (e *Evaluator) cueError(err error) error { return e.report(e.diags(err)) }
 
-func (e *Evaluator) inModule(p token.Pos) bool {
-	dir, err := filepath.Abs(filepath.Join(e.opts.Root, e.opts.CUEDir))
-	return err == nil && strings.HasPrefix(p.Filename(), dir+string(filepath.Separator))
-}
-
-// message is one printed error.
+// message is one CUE error, folded.
 type message struct {
-	prefix, path, msg string
-	pos               []token.Pos
+	target, path, msg string
+	// root is the schema the path is relative to: "" for the values,
+	// else an #Objects type ("v1/Pod").
+	root string
+	pos  []token.Pos
 }
 
 var (
@@ -595,13 +588,13 @@ func fold(list []errors.Error) []message {
 		var group []message
 		for i+1 < len(list) {
 			n := toMessage(list[i+1])
-			if n.path != m.path || n.prefix != m.prefix || disjunctionMsg.MatchString(n.msg) {
+			if n.path != m.path || n.target != m.target || disjunctionMsg.MatchString(n.msg) {
 				break
 			}
 			group = append(group, n)
 			i++
 		}
-		var others []message
+		var others, kinds []message
 		counts := map[string]int{}
 		var conflicts [][2]string
 		for _, g := range group {
@@ -610,6 +603,11 @@ func fold(list []errors.Error) []message {
 				others = append(others, g)
 				continue
 			}
+			if c[3] != "" && (isTypeName(c[1]) || isTypeName(c[2])) {
+				// A value of the wrong kind: the kind says more than
+				// the defaults it also fails to be.
+				kinds = append(kinds, g)
+			}
 			conflicts = append(conflicts, [2]string{c[1], c[2]})
 			counts[c[1]]++
 			counts[c[2]]++
@@ -617,6 +615,11 @@ func fold(list []errors.Error) []message {
 		}
 		if len(others) > 0 || len(conflicts) == 0 {
 			out = append(out, others...)
+			continue
+		}
+		if len(kinds) == 1 {
+			kinds[0].pos = appendPos(kinds[0].pos, m.pos...)
+			out = append(out, kinds[0])
 			continue
 		}
 		// The value the user wrote is the one every conflict shares.
@@ -646,10 +649,10 @@ func fold(list []errors.Error) []message {
 
 func toMessage(ce errors.Error) message {
 	var m message
-	if p, ok := ce.(*prefixed); ok {
-		m.prefix = p.prefix
+	if p, ok := ce.(*ofTarget); ok {
+		m.target = p.target
 	}
-	m.path = userPath(ce.Path())
+	m.path, m.root = userPath(ce.Path())
 	f, a := ce.Msg()
 	m.msg = fmt.Sprintf(f, a...)
 	m.pos = appendPos(nil, errors.Positions(ce)...)
@@ -671,9 +674,10 @@ func appendPos(list []token.Pos, ps ...token.Pos) []token.Pos {
 	return list
 }
 
-// userPath drops the schema's own prefix (#Values, #Target, values, #Objects."v1/Kind")
-// from a path.
-func userPath(p []string) string {
+// userPath drops the schema's own prefix (#Values, #Target, values,
+// #Objects."v1/Kind") from a path, and returns the #Objects type it was
+// relative to, if any.
+func userPath(p []string) (path, root string) {
 	for len(p) > 0 {
 		switch p[0] {
 		case "#Values", "#Target", "values", "#Render":
@@ -681,13 +685,17 @@ func userPath(p []string) string {
 			continue
 		case "#Objects":
 			if len(p) > 1 {
+				root = p[1]
+				if u, err := strconv.Unquote(root); err == nil {
+					root = u
+				}
 				p = p[2:]
 				continue
 			}
 		}
 		break
 	}
-	return strings.Join(p, ".")
+	return strings.Join(p, "."), root
 }
 
 // targets returns the declared targets: inline ones from the CUE module's
@@ -723,6 +731,9 @@ func (e *Evaluator) targets() ([]source, error) {
 		for it.Next() {
 			name := it.Selector().Unquoted()
 			pos := it.Value().Pos()
+			if pos.IsValid() {
+				e.userFiles[pos.Filename()] = true
+			}
 			add(source{name: name, pos: e.rel(pos), val: it.Value()}, pos)
 		}
 	}
@@ -793,4 +804,19 @@ func (e *Evaluator) rel(p any) string {
 		return p
 	}
 	return fmt.Sprint(p)
+}
+
+// rootHint says where the repository's root is when gvisorgen runs below it
+// (the module folder is found in a parent), or how to name it.
+func rootHint(root, cueDir string) string {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return ""
+	}
+	for d, up := filepath.Dir(abs), ".."; d != filepath.Dir(d); d, up = filepath.Dir(d), up+"/.." {
+		if fi, err := os.Stat(filepath.Join(d, cueDir)); err == nil && fi.IsDir() {
+			return fmt.Sprintf(": %s is below the repository's root %s; run gvisorgen there, or pass --root %s", abs, d, up)
+		}
+	}
+	return ": run gvisorgen from the repository's root (where " + cueDir + "/ is), or pass --root <that folder>"
 }

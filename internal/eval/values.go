@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -14,7 +15,6 @@ import (
 	"cuelang.org/go/cue/token"
 	cuejson "cuelang.org/go/encoding/json"
 	cueyaml "cuelang.org/go/encoding/yaml"
-	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // userValues reads the -f files and the --set assignments, in that order.
@@ -93,9 +93,8 @@ func (e *Evaluator) readValues(file string) (cue.Value, error) {
 	case ".cue":
 		v = e.ctx.CompileBytes(src, cue.Filename(abs))
 	case ".yaml", ".yml":
-		// CUE's YAML reader unifies a duplicated key instead of refusing it.
-		if err := yamlv3.Unmarshal(src, new(any)); err != nil {
-			return cue.Value{}, &Error{Msg: yamlError(e.rel(abs), err)}
+		if msg := checkYAML(e.rel(abs), src); msg != "" {
+			return cue.Value{}, &Error{Msg: msg}
 		}
 		f, err := cueyaml.Extract(abs, src)
 		if err != nil {
@@ -114,12 +113,15 @@ func (e *Evaluator) readValues(file string) (cue.Value, error) {
 	if err := v.Err(); err != nil {
 		return cue.Value{}, e.cueError(err)
 	}
+	if ds := controlStrings(v); len(ds) > 0 {
+		return cue.Value{}, e.report(ds)
+	}
 	switch k := v.IncompleteKind(); {
 	case k == cue.NullKind:
 		// An empty YAML file sets nothing.
 		return e.ctx.CompileString("{}"), nil
 	case k&cue.StructKind == 0:
-		return cue.Value{}, &Error{Msg: fmt.Sprintf("%s: values must be a mapping of fields, not %s", e.rel(abs), k)}
+		return cue.Value{}, &Error{Msg: fmt.Sprintf("%s: values must be a mapping of fields (key: value), not %s", where(e, v, abs), k)}
 	}
 	return v, nil
 }
@@ -133,22 +135,21 @@ func (e *Evaluator) setValue(s string) (cue.Value, error) {
 	if !ok || k == "" {
 		return cue.Value{}, errors.Newf(token.NoPos, "%s: want path=value", name)
 	}
-	p := cue.ParsePath(k)
-	if err := p.Err(); err != nil {
+	for _, r := range raw {
+		if bad(r) {
+			return cue.Value{}, errors.Newf(token.NoPos, "%s: invalid value: it holds %s, which no field takes; remove it", name, charName(r))
+		}
+	}
+	sels, err := setPath(k)
+	if err != nil {
 		return cue.Value{}, errors.Newf(token.NoPos, "%s: bad path %q: %v", name, k, err)
 	}
-	kind, ok := e.schemaKind(p)
-	if !ok {
-		return cue.Value{}, errors.Newf(token.NoPos, "%s: %s: field not allowed: not in the values schema (see docs/values.md)", name, k)
-	}
+	p := cue.MakePath(sels...)
+	// A path the schema does not take is built all the same: evaluation
+	// reports it with every other error, saying what may have been meant.
+	kind, _ := e.schemaKind(sels)
 	build := func(expr string) cue.Value {
-		var b strings.Builder
-		for _, sel := range p.Selectors() {
-			b.WriteString(sel.String())
-			b.WriteString(": ")
-		}
-		b.WriteString(expr)
-		return e.ctx.CompileString(b.String(), cue.Filename("--set "+k))
+		return e.ctx.CompileString(setExpr(sels, expr), cue.Filename("--set "+k))
 	}
 	// The text as a literal when its kind fits and the schema takes it there
 	// (a field matched only by a pattern has no kind to go by); otherwise, for
@@ -167,7 +168,7 @@ func (e *Evaluator) setValue(s string) (cue.Value, error) {
 		return v, nil
 	}
 	if kind&cue.StringKind == 0 {
-		return cue.Value{}, errors.Newf(token.NoPos, "%s: %s: cannot use %q as %s", name, k, raw, kind)
+		return cue.Value{}, errors.Newf(token.NoPos, "%s: %s: invalid value %q: %s", name, k, raw, wantKind(kind.String(), strconv.Quote(raw)))
 	}
 	v := build(literal.String.Quote(raw))
 	if err := v.Err(); err != nil {
@@ -190,21 +191,138 @@ func literalFits(e *Evaluator, raw string, kind cue.Kind) bool {
 }
 
 // schemaKind is the kind the values schema accepts at p. A field matched only
-// by a pattern (e.g. a nodeSelector label) accepts any kind as far as this
-// check goes; unification decides.
-func (e *Evaluator) schemaKind(p cue.Path) (cue.Kind, bool) {
+// by a pattern (e.g. a nodeSelector label), or not in the schema at all,
+// accepts any kind as far as this check goes; unification decides.
+func (e *Evaluator) schemaKind(sels []cue.Selector) (cue.Kind, bool) {
 	cur := e.schema
-	for _, sel := range p.Selectors() {
+	for _, sel := range sels {
+		if sel.Type() == cue.IndexLabel {
+			sel = cue.AnyIndex
+		}
 		next := cur.LookupPath(cue.MakePath(sel))
+		if !next.Exists() && sel.Type() == cue.StringLabel {
+			next = cur.LookupPath(cue.MakePath(sel.Optional()))
+		}
 		if !next.Exists() {
-			if cur.IncompleteKind()&cue.StructKind != 0 && cur.Allows(sel) {
+			if cur.IncompleteKind()&cue.StructKind != 0 && sel.Type() == cue.StringLabel && cur.Allows(sel) {
 				return cue.TopKind, true
 			}
-			return 0, false
+			return cue.TopKind, false
 		}
 		cur = next
 	}
 	return cur.IncompleteKind(), true
+}
+
+// setPath parses a --set path: labels joined by dots, quoted where they hold
+// dots or slashes ("cloud.google.com/gke-nodepool"), and list indices as
+// .N or [N] (gvisor.tolerations.0.operator, gvisor.tolerations[0].operator).
+func setPath(k string) ([]cue.Selector, error) {
+	var sels []cue.Selector
+	var cur strings.Builder
+	quoted, done := false, false
+	flush := func() error {
+		if !done && cur.Len() == 0 {
+			return fmt.Errorf("empty label")
+		}
+		if !done {
+			t := cur.String()
+			if n, err := strconv.Atoi(t); err == nil && !quoted && n >= 0 {
+				sels = append(sels, cue.Index(n))
+			} else {
+				sels = append(sels, cue.Str(t))
+			}
+		}
+		cur.Reset()
+		done = false
+		return nil
+	}
+	rs := []rune(k)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case r == '"' && cur.Len() == 0 && !done:
+			j := i + 1
+			for j < len(rs) && rs[j] != '"' {
+				if rs[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(rs) {
+				return nil, fmt.Errorf("unterminated quote")
+			}
+			u, err := strconv.Unquote(string(rs[i : j+1]))
+			if err != nil {
+				return nil, err
+			}
+			sels = append(sels, cue.Str(u))
+			done, i = true, j
+		case r == '.':
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		case r == '[':
+			j := strings.IndexRune(string(rs[i:]), ']')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated [")
+			}
+			if cur.Len() > 0 || done {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+			idx := string(rs[i+1 : i+j])
+			n, err := strconv.Atoi(idx)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("list index %q: want a number from 0", idx)
+			}
+			sels = append(sels, cue.Index(n))
+			done, i = true, i+j
+		default:
+			if done {
+				return nil, fmt.Errorf("want . after %q", string(rs[:i]))
+			}
+			cur.WriteRune(r)
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return sels, nil
+}
+
+// setExpr is the CUE source that sets expr at sels. An index becomes a list
+// whose other elements are left open (_): it sets one element of the list
+// the target already has (or of a new one: earlier elements stay unset).
+func setExpr(sels []cue.Selector, expr string) string {
+	simple := true
+	for _, s := range sels {
+		simple = simple && s.Type() != cue.IndexLabel
+	}
+	if simple {
+		var b strings.Builder
+		for _, sel := range sels {
+			b.WriteString(sel.String() + ": ")
+		}
+		return b.String() + expr
+	}
+	for i := len(sels) - 1; i >= 0; i-- {
+		if sels[i].Type() == cue.IndexLabel {
+			expr = "[" + strings.Repeat("_, ", int(sels[i].Index())) + expr + ", ...]"
+		} else {
+			expr = "{" + sels[i].String() + ": " + expr + "}"
+		}
+	}
+	return expr
+}
+
+// where is a value's position, or its file.
+func where(e *Evaluator, v cue.Value, file string) string {
+	if p := v.Pos(); p.IsValid() {
+		return e.rel(p)
+	}
+	return e.rel(file)
 }
 
 // fileType names what a non-regular file is.
@@ -224,16 +342,3 @@ func fileType(m os.FileMode) string {
 
 var yamlLine = regexp.MustCompile(`^\s*(?:yaml: )?line (\d+): (.*)$`)
 
-// yamlError turns the YAML parser's "line N: msg" lines into "file:N: msg".
-func yamlError(file string, err error) string {
-	var out []string
-	for _, l := range strings.Split(err.Error(), "\n") {
-		if m := yamlLine.FindStringSubmatch(l); m != nil {
-			out = append(out, fmt.Sprintf("%s:%s: %s", file, m[1], m[2]))
-		}
-	}
-	if len(out) == 0 {
-		return fmt.Sprintf("%s: %v", file, err)
-	}
-	return strings.Join(out, "\n")
-}

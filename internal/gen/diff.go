@@ -39,6 +39,9 @@ func (e *Differs) Error() string {
 // be read or evaluated is Unanswered; a difference or a stale side is
 // *Differs, with the comparison.
 func Diff(opts DiffOptions) (*rdiff.Diff, error) {
+	if err := gitsrc.CheckRoot(rootOf(opts.Root)); err != nil {
+		return nil, err
+	}
 	base := opts.Base
 	if base == "" {
 		mb, err := gitsrc.MergeBase(opts.Root)
@@ -142,4 +145,11 @@ func committed(root string) ([]tree.File, error) {
 		}
 	}
 	return out, nil
+}
+
+func rootOf(root string) string {
+	if root == "" {
+		return "."
+	}
+	return root
 }

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/cache"
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 	"github.com/gvisorgen/gvisorgen/internal/vet"
 )
@@ -141,6 +143,12 @@ func VetManifests(opts eval.Options, path string, stdin io.Reader) (*Report, err
 		return nil, err
 	}
 	rep := &Report{Objects: r.Objects, Warnings: r.Warnings}
+	if len(r.Syntax) > 0 {
+		return rep, &Invalid{Err: errors.New(strings.Join(append(r.Syntax, r.Errors...), "\n"))}
+	}
+	if r.Objects == 0 && len(r.Errors) == 0 {
+		return rep, &Invalid{Err: fmt.Errorf("%s: no Kubernetes object found (no .yaml, .yml or .json file with a document): nothing was validated; pass a rendered folder such as %s/<target>", path, layout.GeneratedDir)}
+	}
 	if len(r.Errors) > 0 {
 		return rep, &Rejected{Problems: r.Errors, Objects: r.Objects}
 	}

@@ -26,6 +26,28 @@ func Resolve(repo, ref string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// CheckRoot says, with the next step, why repo cannot be diffed: it is not
+// in a git repository, or it is not the repository's root (git's paths
+// would be relative to the subfolder).
+func CheckRoot(repo string) error {
+	out, err := git(repo, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return errors.New("not in a git repository: diff compares two commits (base and head); run it in a clone of the repository (or `git init` and commit first), or use `gvisorgen check` to compare the tree with the inputs")
+	}
+	top := strings.TrimSpace(string(out))
+	abs, err := filepath.Abs(repo)
+	if err != nil {
+		return err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if top != abs {
+		return fmt.Errorf("%s is not the repository's root (%s): run diff from the root, or pass --root %s", repo, top, top)
+	}
+	return nil
+}
+
 // MergeBase is the merge base of HEAD with the main branch (origin/main, main,
 // origin/master or master, the first that exists).
 func MergeBase(repo string) (string, error) {

@@ -289,6 +289,13 @@ func userPatches(root, overlay string) (patchSet, error) {
 		if err != nil {
 			return err
 		}
+		// kustomize says only that it cannot parse the patch: say where.
+		switch filepath.Ext(d.Name()) {
+		case ".yaml", ".yml", ".json":
+			if msg := eval.CheckManifestYAML(rel+"/"+r, b); msg != "" {
+				return &Error{Msg: msg + " (a patch file: kustomize could not read it)"}
+			}
+		}
 		ps.files = append(ps.files, tree.File{Path: path.Join(layout.PatchesDir, r), Data: b})
 		return nil
 	})

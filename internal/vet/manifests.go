@@ -53,6 +53,10 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 		if f != "-" {
 			abs, _ = filepath.Abs(f)
 		}
+		if msg := eval.CheckManifestYAML(name, src); msg != "" {
+			r.Syntax = append(r.Syntax, msg)
+			continue
+		}
 		dec := cueyaml.NewDecoder(abs, bytes.NewReader(src))
 		for i := 0; ; i++ {
 			x, err := dec.Extract()

@@ -22,6 +22,9 @@ type Report struct {
 	Objects  int
 	Errors   []string
 	Warnings []string
+	// Syntax are files that are not YAML at all (vet --manifests): no
+	// object of theirs was read.
+	Syntax []string
 	// Waived are the waivers that let a finding through, by target and
 	// policy; WaiverNotes reports them.
 	Waived map[[2]string]bool
