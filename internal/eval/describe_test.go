@@ -2,6 +2,9 @@ package eval
 
 import (
 	"os"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/format"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,5 +45,45 @@ func TestEveryPatternIsDescribed(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d patterns found", n)
+	}
+}
+
+// TestEveryBoundIsDescribed: a field with a numeric bound carries a doc
+// comment, which the bound's message quotes after the range (the range
+// itself is read from the constraint, so it cannot drift from the rule).
+func TestEveryBoundIsDescribed(t *testing.T) {
+	ev, err := Load(Options{Root: "../.."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var walk func(v cue.Value, path string)
+	walk = func(v cue.Value, path string) {
+		it, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			p := strings.TrimPrefix(path+"."+it.Selector().Unquoted(), ".")
+			if it.Value().IncompleteKind() == cue.StructKind {
+				walk(it.Value(), p)
+				continue
+			}
+			b, err := format.Node(it.Value().Source())
+			if it.Value().Source() == nil || err != nil || !boundsInSrc.Match([]byte(stripComments(string(b)))) {
+				continue
+			}
+			n++
+			if firstSentence(it.Value()) == "" {
+				t.Errorf("%s: a bound without a doc comment", p)
+			}
+			if msg, _ := ev.translate(ev.schema, p, "invalid value -1 (out of bound >=1)"); !strings.Contains(msg, "want a") {
+				t.Errorf("%s: bound not translated: %s", p, msg)
+			}
+		}
+	}
+	walk(ev.schema, "")
+	if n < 4 {
+		t.Fatalf("only %d bounded fields found", n)
 	}
 }

@@ -3,8 +3,8 @@ package eval
 import (
 	"bytes"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"math/big"
 	"regexp"
 	"strings"
@@ -114,7 +114,16 @@ func yamlError(file string, err error, src []byte) string {
 		out = append(out, fmt.Sprintf("%s:%s: %s", file, m[1], m[2]))
 	}
 	if len(out) == 0 {
-		return fmt.Sprintf("%s: %v", file, err)
+		// Some parser errors carry no line: the first prefix of the file
+		// that fails the same way ends at it.
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		for n := 1; n <= len(lines); n++ {
+			perr := yamlv3.Unmarshal(bytes.Join(lines[:n], []byte("\n")), new(any))
+			if perr != nil && strings.TrimPrefix(perr.Error(), "yaml: ") == msg {
+				return fmt.Sprintf("%s:%d: %s", file, n, msg)
+			}
+		}
+		return fmt.Sprintf("%s: %s", file, msg)
 	}
 	return strings.Join(out, "\n")
 }

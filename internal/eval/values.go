@@ -341,4 +341,3 @@ func fileType(m os.FileMode) string {
 }
 
 var yamlLine = regexp.MustCompile(`^\s*(?:yaml: )?line (\d+): (.*)$`)
-

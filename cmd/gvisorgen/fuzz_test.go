@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// FuzzValuesFile feeds arbitrary bytes to generate as a -f values file: the
+// answer is exit 0, or exit 1 with at least one message at a line of that
+// file and the tree exactly as it was; never a panic, never exit 2 (a bad
+// value is the user's "no", not a failure of the tool). `go test` runs the
+// seeds; `go test -fuzz FuzzValuesFile ./cmd/gvisorgen` explores.
+func FuzzValuesFile(f *testing.F) {
+	for _, s := range []string{
+		"", "{}", "gvisor: {version: \"20240212\"}\n", "gvisor:\n  version: latest\n", "- a\n", "gvisor:\n\tversion: x\n",
+		"gvisor: {instaler: {}}\n", "gvisor:\n  nodeSelector: {\"bad key!\": x}\n", "gvisor: {release: {downloadRetries: 999999999999999999999}}\n",
+		"storageClass: {parameters: {iops: 3000}}\n", "gvisor: {installer: {namespace: \"a\\u007fb\"}}\n", "gvisor: {version: &a x, enabled: *a}\n",
+		"gvisor: {tolerations: [{operator: Equal}]}\n", "profile: gke\n", "policy: {waive: {mutable-image: x}}\n", "a: b: c\n", "'\n", "gvisor: {version: 20240212}\n",
+		"gvisor: {installer: {maxUnavailable: 0%}}\n", "smoke: {image: \"busybox:latest\"}\n", "gvisor: {release: {sha512: {x86_64: {runsc: abc}}}}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	repo := f.TempDir()
+	cueDir, err := filepath.Abs("../../cue")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(repo, "cue"), os.DirFS(cueDir)); err != nil {
+		f.Fatal(err)
+	}
+	f.Setenv("XDG_CACHE_HOME", f.TempDir())
+	gen := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(append(args, "--root", repo, "--target", "kind"), strings.NewReader(""), &stdout, &stderr)
+		return code, stderr.String()
+	}
+	if code, out := gen("generate"); code != 0 {
+		f.Fatalf("generate: exit %d: %s", code, out)
+	}
+	atLine := regexp.MustCompile(`values\.yaml:\d+`)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before, err := treeState(repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, out := gen("generate", "-f", file)
+		switch code {
+		case 0:
+			// Valid values: put the tree back for the next input.
+			if code, out := gen("generate"); code != 0 {
+				t.Fatalf("generate without the values: exit %d: %s", code, out)
+			}
+		case 1:
+			if !atLine.MatchString(out) {
+				t.Errorf("exit 1 without a line of the values file:\n%s\ninput: %q", out, data)
+			}
+			after, err := treeState(repo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := stateDiff(before, after); d != "" {
+				t.Errorf("exit 1 changed the tree:\n%s\ninput: %q", d, data)
+			}
+		default:
+			t.Errorf("exit %d, want 0 or 1:\n%s\ninput: %q", code, out, data)
+		}
+	})
+}
