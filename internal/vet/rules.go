@@ -54,7 +54,8 @@ func pathString(path []any) string {
 func (p Problem) String() string {
 	s := p.PathString() + ": " + p.Msg
 	if p.Policy != "" {
-		s = p.PathString() + ": gvisorgen policy " + p.Policy + ": " + p.Msg
+		s = p.PathString() + ": gvisorgen policy " + p.Policy + ": " + p.Msg +
+			" (policy, not schema: a target can waive it with policy.waive." + p.Policy + ": <reason> in its committed values)"
 	}
 	return s
 }
