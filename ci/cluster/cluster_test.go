@@ -64,7 +64,11 @@ func use(t *testing.T, v string) *Cluster {
 			c.failed = t.Name()
 			c.dump(t)
 		}
-		t.Logf("%s: %s in %.1fs", t.Name(), map[bool]string{true: "FAIL", false: "PASS"}[t.Failed()], time.Since(t0).Seconds())
+		r := fmt.Sprintf("%s %s %5.1fs", map[bool]string{true: "FAIL", false: "PASS"}[t.Failed()], t.Name(), time.Since(t0).Seconds())
+		t.Log(r)
+		summaryMu.Lock()
+		summary = append(summary, "c"+v+" "+r)
+		summaryMu.Unlock()
 	})
 	return c
 }

@@ -81,6 +81,10 @@ func (c *Cluster) dump(t *testing.T) {
 						if prev && s.LastTerminationState.Terminated == nil {
 							continue
 						}
+						if !prev && s.State.Waiting != nil && s.LastTerminationState.Terminated == nil {
+							p("log of %s %s: none (never started: %s)", x.Name, s.Name, s.State.Waiting.Reason)
+							continue
+						}
 						log, err := c.Logs(ctx, installerNS, x.Name, s.Name, prev)
 						if err != nil {
 							log = err.Error()

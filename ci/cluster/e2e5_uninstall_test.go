@@ -31,7 +31,6 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		delete(c.states, gvisorSleeper.name)
 		stop := c.sampleRunscContainers(t)
 		r0 := c.Restarts()
-		c.ensureTarget(ctx, t, version, "uninstall")
 		c.install(ctx, t, version, "uninstall")
 		stop()
 		p, err := c.InstallerPod(ctx)

@@ -68,7 +68,7 @@ func TestBrokenArtifactIsRefusedAndNodeUntouched(t *testing.T) {
 			}
 			p = &l.Items[0]
 			if podReady(p) {
-				return false, fmt.Errorf("the installer pod %s became Ready with a broken artifact", p.Name)
+				return false, Stop(fmt.Errorf("the installer pod %s became Ready with a broken artifact", p.Name))
 			}
 			s := initStatus(p, "install-runsc")
 			return s != nil && s.RestartCount >= 1 && failedExit(s) != 0, nil

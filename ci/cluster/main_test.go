@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,9 @@ var (
 
 	clustersMu sync.Mutex
 	clusters   = map[string]*Cluster{}
+
+	summaryMu sync.Mutex
+	summary   []string // "c<V> PASS|FAIL <test> <time>", in the order the tests ended
 )
 
 func TestMain(m *testing.M) {
@@ -92,6 +96,9 @@ func run(m *testing.M) int {
 	}()
 
 	code := m.Run()
+	// per version, in the order the scenarios ran (go test -v prints them per test)
+	sort.SliceStable(summary, func(i, j int) bool { return summary[i][:3] < summary[j][:3] })
+	fmt.Fprintf(os.Stderr, "cluster-e2e: summary (containerd, result, test, time):\n  %s\n", strings.Join(summary, "\n  "))
 	if keep {
 		printKept()
 	} else if err := stopAll(); err != nil {

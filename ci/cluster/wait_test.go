@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,17 +19,27 @@ import (
 
 // Poll runs cond every interval until it holds, for at most timeout (wait.PollUntilContextTimeout). An error of
 // cond is not fatal (the API server may answer while containerd restarts under it): the last one is reported with
-// the timeout.
+// the timeout. An error made by Stop ends the wait at once (a condition that can no longer hold).
 func Poll(ctx context.Context, interval, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
+		var stop stopError
+		if errors.As(err, &stop) {
+			return false, err
+		}
 		if err != nil {
-			last = err
+			if ctx.Err() == nil { // not the deadline's own "context deadline exceeded"
+				last = err
+			}
 			return false, nil
 		}
 		return ok, nil
 	})
+	var stop stopError
+	if errors.As(err, &stop) {
+		return fmt.Errorf("%s: %w", what, stop.error)
+	}
 	if err != nil {
 		if last != nil {
 			return fmt.Errorf("%s: not within %s (last error: %v)", what, timeout, last)
@@ -37,6 +48,11 @@ func Poll(ctx context.Context, interval, timeout time.Duration, what string, con
 	}
 	return nil
 }
+
+type stopError struct{ error }
+
+// Stop makes an error that ends a Poll at once.
+func Stop(err error) error { return stopError{err} }
 
 // DaemonSetRolledOut is kubectl rollout status's condition for a DaemonSet: the controller saw the current spec,
 // and every scheduled pod is updated and available.
