@@ -54,11 +54,11 @@ type Cluster struct {
 func use(t *testing.T, v string) *Cluster {
 	t.Helper()
 	t.Parallel()
+	t0 := time.Now() // the bring-up, when this test brings the cluster up, is part of its time
 	c := cluster(t, v)
 	if c.failed != "" {
 		t.Skipf("skipped: %s failed on this cluster", c.failed)
 	}
-	t0 := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.failed = t.Name()
