@@ -138,6 +138,10 @@ func (c *Cluster) negativeControl(ctx context.Context, t *testing.T) string {
 	if err != nil {
 		t.Fatalf("negative control: %v", err)
 	}
+	// and the pod itself stays Pending, its container never created
+	if _, err := c.WaitPodPhaseReason(ctx, "default", gvisorProbe.name, corev1.PodPending, "ContainerCreating", 10*time.Second); err != nil {
+		t.Errorf("negative control: %v", err)
+	}
 	c.deletePod(ctx, t, "default", gvisorProbe.name)
 	return msg
 }
