@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -107,4 +110,42 @@ func (c *Cluster) dial(ctx context.Context, network, addr string) (net.Conn, err
 	}()
 	r := <-ch
 	return r.conn, r.err
+}
+
+// TestClusterUp: each node comes up (etcd, the control plane, containerd, kubelet: Ready), and the API server tells
+// the harness's identities apart: the admin token, the kubelet's node token, and a service account's projected
+// token (the clients the next scenario families use).
+func TestClusterUp(t *testing.T) {
+	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
+		who := func(what string, cs kubernetes.Interface, err error, want string) {
+			t.Helper()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			u, err := WhoAmI(ctx, cs)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if u.Username != want {
+				t.Errorf("%s authenticates as %q, want %q", what, u.Username, want)
+			}
+			t.Logf("  .. %s: %s %v", what, u.Username, u.Groups)
+		}
+		who("admin token", c.Admin, nil, "admin")
+		b, err := os.ReadFile(filepath.Join(c.Dir, "conf/tokens.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		node, err := c.ClientForToken(strings.Split(lines[1], ",")[0])
+		who("node token", node, err, "system:node:gvz-node")
+		if err := Poll(ctx, 200*time.Millisecond, 30*time.Second, "default/default ServiceAccount", func(ctx context.Context) (bool, error) {
+			_, err := c.Admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sa, err := c.ClientForServiceAccount(ctx, "default", "default", nil)
+		who("service account token", sa, err, "system:serviceaccount:default:default")
+	})
 }

@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return m.Run() // go test -list: no cluster needed
+	}
 	t0 := time.Now()
 	root, err := filepath.Abs("../..")
 	if err != nil {
