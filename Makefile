@@ -55,7 +55,7 @@ e2e:
 ## e2e-cluster: the product on a real single-node cluster (kubelet, containerd 1.6 and 2.4.2): install, re-run, upgrade, uninstall, broken artifact
 e2e-cluster:
 	sh ci/cluster/setup.sh
-	bash ci/cluster/e2e.sh
+	sh ci/cluster/e2e.sh
 
 ## bench: gvisorgen vs cue export + kustomize build vs helm template; writes BENCHMARKS.md
 bench:

@@ -1,15 +1,16 @@
 #!/bin/bash
-# ci/cluster/node.sh: PID 1 of the simulated node's user+mount+pid+net+uts+ipc namespaces (started by ci/cluster/e2e.sh
-# through usernsrun, uids/gids 0-65535 mapped 1:1). It plays the host: private mounts, scratch folders bound over every
-# host path the installer (or containerd, CNI, kubelet) may write, a node IP on a veth, the gVisor mirror served over
-# HTTPS there (ci/cluster/tlsmirror, a certificate for the node IP from e2e.sh's test CA); then etcd, kube-apiserver,
+# ci/cluster/node.sh: PID 1 of the simulated node's user+mount+pid+net+uts+ipc namespaces (started by the cluster
+# tests, go test -tags clustertest ./ci/cluster, uids/gids 0-65535 mapped 1:1; it dies with the test binary unless
+# KEEP=1). It plays the host: private mounts, scratch folders bound over every host path the installer (or
+# containerd, CNI, kubelet) may write, a node IP on a veth, the gVisor mirror served over HTTPS there
+# (ci/cluster/tlsmirror, a certificate for the node IP from prepare.sh's test CA); then etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd and kubelet as a single-node cluster "gvz-node". Once the node is
 # Ready it touches $W/run/READY and acts as the host's "systemd": the fake systemctl (bound over
 # /usr/local/sbin/systemctl and /usr/bin/systemctl) asks it to restart containerd, which it does in its own context (a
 # containerd started from inside the init container would live in that container's cgroup and network namespace),
 # logging every restart to $W/run/logs/systemd.log.
 #
-# Environment (from e2e.sh): GVZ_W (this cluster's scratch folder, prepared by e2e.sh), GVZ_K8S (Kubernetes binaries),
+# Environment (node.env, written by prepare.sh): GVZ_W (this cluster's scratch folder), GVZ_K8S (Kubernetes binaries),
 # GVZ_CTRD (containerd binary), GVZ_CTRD_PATH (dirs put first on containerd's PATH, e.g. the 2.x runc shim),
 # GVZ_SERVE (the mirror's document root), GVZ_NODE_IP, GVZ_MIRROR (the tlsmirror binary), GVZ_MIRROR_PORT,
 # GVZ_MIRROR_TLS (folder with ca.pem, mirror.pem, mirror.key).
@@ -76,8 +77,8 @@ mount -t tmpfs tmpfs /var/log
 # NRI, image verifiers) are private too: nothing of the machine's shows through, nothing is created there
 mount -t tmpfs tmpfs /var/lib
 mount -t tmpfs tmpfs /opt
-# scratch folders over every host path the installer, containerd, CNI and kubelet write (e2e.sh created them and
-# checks the machine's own copies before and after the run)
+# scratch folders over every host path the installer, containerd, CNI and kubelet write (prepare.sh created them; the
+# tests check the machine's own copies before and after the run)
 while read -r d s; do
 	mount --bind "$H/$s" "$d"
 done <"$W/binds"

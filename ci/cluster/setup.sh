@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/cluster/setup.sh: everything the cluster end-to-end test (ci/cluster/e2e.sh) needs; idempotent, prints timings.
+# ci/cluster/setup.sh: everything the cluster end-to-end tests (ci/cluster/e2e.sh: prepare.sh, go test -tags clustertest) need; idempotent, prints timings.
 #  - ci/node/setup.sh + ci/node/e2e-setup.sh: busybox-static, containerd 1.6 + runc (Debian), containerd 2.4.2 (cache),
 #    Debian's runsc 20221219, the matching 2022 containerd-shim-runsc-v1, crictl, CNI plugins, iproute2, usernsrun;
 #  - ci/k8s/build.sh: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd v1.37.2 (cache);

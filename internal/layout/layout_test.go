@@ -226,7 +226,8 @@ var ourLike = regexp.MustCompile(`(?:^|[\s"'=(:$}/.])((?:[a-z]+-)*(?:cue|targets
 // each output folder is covered where it must be: drift.sh compares the whole
 // work tree after generate (git status without a pathspec, or one that lists
 // every output), smoke.sh reads smoke/<target>, the smoke workflow applies
-// overlays/<target>, and the cluster harness applies generated/ and smoke/.
+// overlays/<target>, and the cluster harness (ci/cluster's Go tests, through
+// layout's own names) applies generated/ and smoke/.
 func TestScriptsNameLayoutFolders(t *testing.T) {
 	var files []string
 	for _, glob := range []string{"ci/*.sh", ".github/workflows/*.yml", "ci/cluster/*", "cue/*.cue"} {
@@ -292,9 +293,10 @@ func TestScriptsNameLayoutFolders(t *testing.T) {
 	for _, c := range []struct{ file, re, why string }{
 		{"ci/smoke.sh", `SMOKE_DIR:-` + layout.SmokeDir + `/\$TARGET\}`, "smoke.sh applies smoke/<target> by default"},
 		{".github/workflows/gvisor-smoke.yml", `-k "` + layout.OverlaysDir + `/\$TARGET"`, "the smoke workflow applies overlays/<target>"},
-		{"ci/cluster/e2e.sh", `\$T/` + layout.GeneratedDir + `/e2e`, "the cluster harness applies generated/<target>"},
-		{"ci/cluster/e2e.sh", `\$T/` + layout.SmokeDir + `/e2e`, "the cluster harness runs smoke/<target>"},
-		{"ci/cluster/e2e.sh", `\$T/` + layout.TargetsDir + `/e2e\.yaml`, "the cluster harness declares its target in targets/"},
+		// the cluster tests name the folders through layout itself, in their copy of the repository (c.Repo)
+		{"ci/cluster/target_test.go", `filepath\.Join\(c\.Repo, layout\.GeneratedDir, "e2e"\)`, "the cluster harness applies generated/<target>"},
+		{"ci/cluster/target_test.go", `filepath\.Join\(c\.Repo, layout\.SmokeDir, "e2e"\)`, "the cluster harness runs smoke/<target>"},
+		{"ci/cluster/target_test.go", `filepath\.Join\(c\.Repo, layout\.TargetsDir, "e2e\.yaml"\)`, "the cluster harness declares its target in targets/"},
 		{"cue/delivery.cue", `"\./` + layout.OverlaysDir + `/\\\(T\)"`, "Flux's Kustomization path"},
 		{"cue/delivery.cue", `"` + layout.OverlaysDir + `/\\\(T\)"`, "Argo CD's Application path"},
 	} {

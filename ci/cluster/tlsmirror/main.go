@@ -4,10 +4,10 @@
 // Seen here (go1.26, busybox 1.35.0 of Debian 12, no openssl on wget's PATH, as in the installer image): without it
 // the server logs "tls: missing signature_algorithms from TLS 1.2 peer" and wget gets "TLS error from peer (alert
 // code 40): handshake failure"; with it, wget negotiates TLS 1.2 ECDHE_RSA_WITH_AES_128_GCM_SHA256 with the RSA
-// key that ci/cluster/e2e.sh makes (an ECDSA P-256 key worked too: ECDHE_ECDSA_WITH_AES_128_GCM_SHA256).
+// key that ci/cluster/prepare.sh makes (an ECDSA P-256 key worked too: ECDHE_ECDSA_WITH_AES_128_GCM_SHA256).
 //go:debug tlssha1=1
 
-// Command tlsmirror serves a folder over HTTPS: the gVisor release mirror of the cluster e2e (ci/cluster/e2e.sh
+// Command tlsmirror serves a folder over HTTPS: the gVisor release mirror of the cluster e2e (ci/cluster/prepare.sh
 // builds it, ci/cluster/node.sh runs it on the simulated node's IP). Test-only; standard library only.
 //
 //	tlsmirror -addr 10.99.0.1:18443 -dir serve/ -cert mirror.pem -key mirror.key

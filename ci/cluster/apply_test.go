@@ -1,0 +1,179 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+)
+
+const (
+	fieldManager = "gvisorgen-e2e"
+	syncWaveKey  = "argocd.argoproj.io/sync-wave"
+)
+
+// argoKindOrder is the order in which Argo CD applies the kinds of one sync wave (gitops-engine's kindOrder); other
+// kinds come after these.
+var argoKindOrder = []string{
+	"Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy", "PodDisruptionBudget",
+	"ServiceAccount", "Secret", "SecretList", "ConfigMap", "StorageClass", "PersistentVolume", "PersistentVolumeClaim",
+	"CustomResourceDefinition", "ClusterRole", "ClusterRoleList", "ClusterRoleBinding", "ClusterRoleBindingList",
+	"Role", "RoleList", "RoleBinding", "RoleBindingList", "Service", "DaemonSet", "Pod", "ReplicationController",
+	"ReplicaSet", "Deployment", "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress",
+	"APIService",
+}
+
+// ReadObjects reads every object of the *.yaml files of a folder (multi-document files too), in file order.
+func ReadObjects(dir string) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no *.yaml in %s", dir)
+	}
+	sort.Strings(files)
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var m map[string]any
+			if err := d.Decode(&m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			if len(m) > 0 {
+				objs = append(objs, &unstructured.Unstructured{Object: m})
+			}
+		}
+	}
+	return objs, nil
+}
+
+// SyncWave is an object's Argo CD sync wave (its annotation, 0 without one).
+func SyncWave(o *unstructured.Unstructured) int {
+	w, _ := strconv.Atoi(strings.TrimSpace(o.GetAnnotations()[syncWaveKey]))
+	return w
+}
+
+func kindRank(kind string) int {
+	for i, k := range argoKindOrder {
+		if k == kind {
+			return i
+		}
+	}
+	return len(argoKindOrder)
+}
+
+// SortSyncOrder sorts objects as Argo CD syncs them: by sync wave, then kind, then name.
+func SortSyncOrder(objs []*unstructured.Unstructured) {
+	sort.SliceStable(objs, func(i, j int) bool {
+		a, b := objs[i], objs[j]
+		if wa, wb := SyncWave(a), SyncWave(b); wa != wb {
+			return wa < wb
+		}
+		if ka, kb := kindRank(a.GetKind()), kindRank(b.GetKind()); ka != kb {
+			return ka < kb
+		}
+		return a.GetName() < b.GetName()
+	})
+}
+
+// ApplyDir applies a folder server side in Argo CD's order: wave by wave, each in kind order. Argo CD waits for a
+// wave to be healthy before the next; here a Namespace is healthy once the controller-manager has made its default
+// ServiceAccount, without which no Pod can be created in it.
+func (c *Cluster) ApplyDir(ctx context.Context, dir string) error {
+	objs, err := ReadObjects(dir)
+	if err != nil {
+		return err
+	}
+	SortSyncOrder(objs)
+	var nss []string
+	for i, o := range objs {
+		if err := c.Apply(ctx, o); err != nil {
+			return err
+		}
+		if o.GetKind() == "Namespace" {
+			nss = append(nss, o.GetName())
+		}
+		if last := i == len(objs)-1; last || SyncWave(objs[i+1]) != SyncWave(o) || objs[i+1].GetKind() != "Namespace" {
+			for _, ns := range nss {
+				if err := c.waitDefaultServiceAccount(ctx, ns); err != nil {
+					return err
+				}
+			}
+			nss = nil
+		}
+	}
+	return nil
+}
+
+// Apply applies one object server side (field manager gvisorgen-e2e, conflicts not forced).
+func (c *Cluster) Apply(ctx context.Context, o *unstructured.Unstructured) error {
+	if c.mapper == nil {
+		dc, err := discovery.NewDiscoveryClientForConfig(c.RESTConfig(c.token))
+		if err != nil {
+			return err
+		}
+		c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+		if c.dyn, err = dynamic.NewForConfig(c.RESTConfig(c.token)); err != nil {
+			return err
+		}
+	}
+	gvk := o.GroupVersionKind()
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.mapper.Reset() // a kind the cached discovery does not know yet (a CRD just applied)
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s %s: %w", gvk.Kind, o.GetName(), err)
+	}
+	data, err := o.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := o.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		ri = c.dyn.Resource(m.Resource).Namespace(ns)
+	}
+	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+	}
+	return nil
+}
+
+func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, ns string) error {
+	return Poll(ctx, 200*time.Millisecond, 20*time.Second, "namespace "+ns+"'s default ServiceAccount", func(ctx context.Context) (bool, error) {
+		_, err := c.Admin.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	})
+}

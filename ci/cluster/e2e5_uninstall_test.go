@@ -1,0 +1,170 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUninstallRestoresConfigByteIdentical (scenario 5): with the gVisor pods deleted first, installer mode
+// uninstall leaves config.toml byte-identical to the original, removes runsc.toml, the binaries, the stamp and
+// gvisor-bin/, and restarts containerd exactly once, last; runc pods run; a gVisor pod fails again like the
+// negative control.
+//
+// The uninstall refuses while containerd lists any runsc container, running or stopped: it fails until kubelet's
+// container GC (every minute) removed the deleted pods' stopped containers, and the kubelet's back-off adds to that.
+// That is the product's behaviour, reported (runsc containers sampled every 0.5 s), not worked around.
+func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
+	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
+		c.ensureInstalled(ctx, t, "")
+		c.ensureRunning(ctx, t, runcSleeper)
+		version := c.installed
+		c.deletePod(ctx, t, smokeNS, smokePod)
+		c.deletePod(ctx, t, "default", gvisorSleeper.name)
+		delete(c.states, gvisorSleeper.name)
+		stop := c.sampleRunscContainers(t)
+		r0 := c.Restarts()
+		c.install(ctx, t, version, "uninstall")
+		stop()
+		p, err := c.InstallerPod(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := c.Logs(ctx, installerNS, p.Name, "uninstall-runsc", false)
+		if err != nil {
+			t.Fatalf("no uninstall-runsc log: %v", err)
+		}
+		c.logContainers(ctx, t, p, "uninstall-runsc")
+		n := c.Restarts() - r0
+		t.Logf("  .. containerd restarts by the uninstall: %d", n)
+		if n != 1 {
+			t.Errorf("containerd restarts by the uninstall: %d, want 1", n)
+		}
+		// restarted last: after the binaries are removed, and nothing but the wait for CRI follows it
+		lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+		rm, rs := -1, -1
+		for i, l := range lines {
+			if strings.Contains(l, "removed runsc, containerd-shim-runsc-v1") && rm < 0 {
+				rm = i
+			}
+			if strings.Contains(l, "restarting containerd") {
+				rs = i
+			}
+		}
+		if rm < 0 || rs < rm {
+			t.Errorf("containerd was not restarted after the binaries were removed (removed at line %d, restart at %d)", rm, rs)
+		}
+		if rs >= 0 {
+			for _, l := range lines[rs+1:] {
+				if !strings.Contains(l, "containerd is back") && !strings.Contains(l, "done: gVisor is removed") {
+					t.Errorf("something happened after the containerd restart: %s", l)
+				}
+			}
+		}
+		orig, _ := os.ReadFile(filepath.Join(c.Dir, "config.orig"))
+		now, _ := c.ReadHostFile("/etc/containerd/config.toml")
+		if !bytes.Equal(orig, now) {
+			t.Errorf("config.toml is not byte-identical to the original:\n%s", lineDiff(string(orig), string(now), 20))
+		}
+		if exists(c.HostPath("/etc/containerd/runsc.toml")) {
+			t.Errorf("runsc.toml left")
+		}
+		var left []string
+		filepath.WalkDir(c.HostPath("/usr/local/bin"), func(p string, _ os.DirEntry, err error) error {
+			if p != c.HostPath("/usr/local/bin") {
+				left = append(left, strings.TrimPrefix(p, c.HostPath("/usr/local/bin")))
+			}
+			return nil
+		})
+		if len(left) > 0 {
+			t.Errorf("left in /usr/local/bin: %s", strings.Join(left, " "))
+		}
+		t.Logf("  .. config.toml byte-identical to the original, runsc.toml gone, /usr/local/bin empty; left in /etc/containerd: %s",
+			lsDir(c.HostPath("/etc/containerd")))
+		c.untouched(ctx, t, runcSleeper.name)
+		c.checkNewRuncPod(ctx, t)
+		msg := c.negativeControl(ctx, t)
+		t.Logf("  .. runc-sleeper untouched, a new runc pod ran, a gVisor pod fails again: %s", clip(msg, 200))
+	})
+}
+
+// sampleRunscContainers logs, when stopped, how many runsc containers containerd still held (and how many of them
+// ran) while the uninstall waited for them.
+func (c *Cluster) sampleRunscContainers(t *testing.T) (stop func()) {
+	t0 := time.Now()
+	done, finished := make(chan struct{}), make(chan struct{})
+	var first string
+	var noneRunning, noneLeft time.Duration = -1, -1
+	go func() {
+		defer close(finished)
+		for {
+			all, running, err := c.runscContainers()
+			at := time.Since(t0)
+			if err == nil {
+				if first == "" {
+					first = fmt.Sprintf("%d (%d running) at +%.1fs", all, running, at.Seconds())
+				}
+				if running == 0 && noneRunning < 0 {
+					noneRunning = at
+				}
+				if all == 0 && noneLeft < 0 {
+					noneLeft = at
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		s := "runsc containers in containerd after the gVisor pods were deleted: " + first
+		if noneRunning >= 0 {
+			s += fmt.Sprintf(", none running from +%.1fs", noneRunning.Seconds())
+		}
+		if noneLeft >= 0 {
+			s += fmt.Sprintf(", none left (kubelet container GC) from +%.1fs", noneLeft.Seconds())
+		}
+		t.Logf("  .. %s", s)
+	}
+}
+
+// runscContainers counts the node's runsc containers (ctr in its namespaces) and those of them with a running task.
+func (c *Cluster) runscContainers() (all, running int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sock := "--address=/run/containerd/containerd.sock"
+	cs, err := c.nsenter(ctx, true, "ctr", sock, "-n", "k8s.io", "containers", "ls")
+	if err != nil {
+		return 0, 0, err
+	}
+	ts, err := c.nsenter(ctx, true, "ctr", sock, "-n", "k8s.io", "tasks", "ls")
+	if err != nil {
+		return 0, 0, err
+	}
+	run := map[string]bool{}
+	for _, l := range strings.Split(string(ts), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[2] == "RUNNING" {
+			run[f[0]] = true
+		}
+	}
+	for _, l := range strings.Split(string(cs), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && strings.Contains(f[2], "runsc") {
+			all++
+			if run[f[0]] {
+				running++
+			}
+		}
+	}
+	return all, running, nil
+}

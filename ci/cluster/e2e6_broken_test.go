@@ -1,0 +1,148 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestBrokenArtifactIsRefusedAndNodeUntouched (scenario 6): on a node running 20240212 with a gVisor pod, release
+// 20240213 publishes the genuine .sha512 beside a runsc one byte longer: gvisorgen pin pins the published (genuine)
+// digest, the new installer pod never becomes Ready (install-runsc fails and is retried, the rollout does not
+// complete), install-runsc's log names the sha512 mismatch against the pinned digest, containerd is not restarted,
+// config.toml and the stamp are unchanged, and the running gVisor and runc pods are untouched.
+func TestBrokenArtifactIsRefusedAndNodeUntouched(t *testing.T) {
+	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
+		c.ensureRunning(ctx, t, runcSleeper)
+		// back to an installed node (install after uninstall), with a gVisor pod running
+		c.install(ctx, t, vGood, "install")
+		if v := c.stamp("version"); v != vGood {
+			t.Fatalf("reinstall: stamp says version %q, want %s", v, vGood)
+		}
+		c.runPod(ctx, t, gvisorSleeper, corev1.PodRunning)
+		c.remember(ctx, t, gvisorSleeper.name)
+		t.Logf("  .. reinstalled %s; gvisor-sleeper runs", vGood)
+		cfg, _ := c.ReadHostFile("/etc/containerd/config.toml")
+		cfgSum := sha256.Sum256(cfg)
+		r0 := c.Restarts()
+
+		c.ensureTarget(ctx, t, vBad, "install")
+		pub := published(t, vBad, "runsc")
+		if pub != published(t, vGood, "runsc") {
+			t.Fatalf("%s does not publish the genuine runsc digest", vBad)
+		}
+		served, _ := os.ReadFile(filepath.Join(work, "serve/release", vBad, "x86_64/runsc"))
+		if s := sha512.Sum512(served); hex.EncodeToString(s[:]) == pub {
+			t.Fatalf("%s's runsc is not tampered", vBad)
+		}
+		if !c.pinnedInDS(t, "runsc", pub) {
+			t.Fatalf("the DaemonSet does not pin %s's runsc to its published digest", vBad)
+		}
+		t.Logf("  .. pinned %s x86_64/runsc to its published (genuine) digest %s…; the runsc served beside it is one byte longer", vBad, pub[:16])
+		c.applyGenerated(ctx, t)
+		ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := fmt.Sprint(ds.Generation)
+
+		// the new pod's install-runsc fails, and is retried at least once (the kubelet's back-off), still failing;
+		// the pod is never Ready meanwhile
+		var p *corev1.Pod
+		err = Poll(ctx, 500*time.Millisecond, 90*time.Second, "install-runsc of the new installer pod failed and retried", func(ctx context.Context) (bool, error) {
+			l, err := c.Admin.CoreV1().Pods(installerNS).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-generation=" + gen})
+			if err != nil || len(l.Items) == 0 {
+				return false, err
+			}
+			p = &l.Items[0]
+			if podReady(p) {
+				return false, Stop(fmt.Errorf("the installer pod %s became Ready with a broken artifact", p.Name))
+			}
+			s := initStatus(p, "install-runsc")
+			return s != nil && s.RestartCount >= 1 && failedExit(s) != 0, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if Poll(ctx, time.Second, 10*time.Second, "rollout", func(ctx context.Context) (bool, error) {
+			ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
+			return err == nil && DaemonSetRolledOut(ds), err
+		}) == nil {
+			t.Errorf("the DaemonSet rolled out with a broken artifact")
+		}
+		p, err = c.Admin.CoreV1().Pods(installerNS).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if podReady(p) {
+			t.Errorf("the installer pod %s became Ready", p.Name)
+		}
+		s := initStatus(p, "install-runsc")
+		t.Logf("  .. installer pod %s: Ready=false, install-runsc exit %d, restarts %d, the rollout does not complete", p.Name, failedExit(s), s.RestartCount)
+		// kubectl logs -c install-runsc: the last run's log (the previous one while a new run is under way)
+		log, err := c.Logs(ctx, installerNS, p.Name, "install-runsc", false)
+		if err != nil || !strings.Contains(log, "ERROR") {
+			log, err = c.Logs(ctx, installerNS, p.Name, "install-runsc", true)
+		}
+		for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+			t.Logf("  [install-runsc] %s", l)
+		}
+		want := fmt.Sprintf("sha512 mismatch for %s/%s/x86_64/runsc against the pinned digest", mirror, vBad)
+		if msg := errLine(log, err); !strings.Contains(msg, want) {
+			t.Errorf("install-runsc's log does not name the sha512 mismatch (%q): %s", want, msg)
+		}
+		if n := c.Restarts() - r0; n != 0 {
+			t.Errorf("containerd was restarted %d times since the broken release was applied", n)
+		}
+		if now, _ := c.ReadHostFile("/etc/containerd/config.toml"); sha256.Sum256(now) != cfgSum {
+			t.Errorf("config.toml changed")
+		}
+		if v := c.stamp("version"); v != vGood {
+			t.Errorf("the stamp changed to version %q", v)
+		}
+		c.untouched(ctx, t, gvisorSleeper.name)
+		c.untouched(ctx, t, runcSleeper.name)
+		t.Logf("  .. running pods untouched (gvisor-sleeper, runc-sleeper); config and stamp (%s) unchanged", vGood)
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cd := range p.Status.Conditions {
+		if cd.Type == corev1.PodReady {
+			return cd.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func initStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range p.Status.InitContainerStatuses {
+		if p.Status.InitContainerStatuses[i].Name == name {
+			return &p.Status.InitContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// failedExit is the exit code of a container's last finished run (current, else previous).
+func failedExit(s *corev1.ContainerStatus) int32 {
+	if s.State.Terminated != nil {
+		return s.State.Terminated.ExitCode
+	}
+	if s.LastTerminationState.Terminated != nil {
+		return s.LastTerminationState.Terminated.ExitCode
+	}
+	return 0
+}

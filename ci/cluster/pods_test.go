@@ -1,0 +1,197 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The harness's own workloads (not the product's), in namespace default.
+const noRuntime = `no runtime for "runsc" is configured` // containerd's error for a RuntimeClass it has no handler for
+
+type podSpec struct{ name, runtimeClass, restart, cmd string }
+
+var (
+	gvisorProbe   = podSpec{"gvisor-probe", "gvisor", "Never", "dmesg"}
+	gvisorSleeper = podSpec{"gvisor-sleeper", "gvisor", "Always", "dmesg; exec sleep 2147483647"}
+	runcSleeper   = podSpec{"runc-sleeper", "", "Always", "echo runc up; exec sleep 2147483647"}
+	runcCheck     = podSpec{"runc-check", "", "Never", "echo runc-ok; uname -r"}
+)
+
+func (s podSpec) pod() *corev1.Pod {
+	zero, no := int64(0), false
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicy(s.restart),
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{
+				Name: "c", Image: img, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/bin/sh", "-c", s.cmd},
+			}},
+		},
+	}
+	if s.runtimeClass != "" {
+		p.Spec.RuntimeClassName = &s.runtimeClass
+	}
+	return p
+}
+
+// createPod creates a harness pod, deleting a previous one of the same name first.
+func (c *Cluster) createPod(ctx context.Context, t *testing.T, s podSpec) {
+	t.Helper()
+	c.deletePod(ctx, t, "default", s.name)
+	if _, err := c.Admin.CoreV1().Pods("default").Create(ctx, s.pod(), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", s.name, err)
+	}
+}
+
+// deletePod deletes a pod and waits (bounded) until it is gone.
+func (c *Cluster) deletePod(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	zero := int64(0)
+	err := c.Admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
+	}
+	err = Poll(ctx, 250*time.Millisecond, 60*time.Second, "pod "+ns+"/"+name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := c.Admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runPod creates a harness pod and waits for its phase.
+func (c *Cluster) runPod(ctx context.Context, t *testing.T, s podSpec, phase corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	c.createPod(ctx, t, s)
+	p, err := c.WaitPodPhase(ctx, "default", s.name, phase, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ctrState is what must not change while a pod is "untouched": its container's ID, restart count and phase.
+func (c *Cluster) ctrState(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	p, err := c.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	if len(p.Status.ContainerStatuses) == 0 {
+		return fmt.Sprintf("- - %s", p.Status.Phase)
+	}
+	s := p.Status.ContainerStatuses[0]
+	return fmt.Sprintf("%s %d %s", s.ContainerID, s.RestartCount, p.Status.Phase)
+}
+
+// remember records a running pod's state; untouched fails the test when it changed since.
+func (c *Cluster) remember(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	c.states[name] = c.ctrState(ctx, t, name)
+}
+
+func (c *Cluster) untouched(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	if now := c.ctrState(ctx, t, name); now != c.states[name] {
+		t.Errorf("%s changed: was %q, now %q", name, c.states[name], now)
+	}
+}
+
+// checkNewRuncPod: a new runc pod runs to completion.
+func (c *Cluster) checkNewRuncPod(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	c.runPod(ctx, t, runcCheck, corev1.PodSucceeded)
+	log, err := c.Logs(ctx, "default", runcCheck.name, "c", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.deletePod(ctx, t, "default", runcCheck.name)
+	return strings.SplitN(log, "\n", 2)[0]
+}
+
+// negativeControl: a gVisor pod's sandbox fails with containerd's no-runtime error.
+func (c *Cluster) negativeControl(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	c.createPod(ctx, t, gvisorProbe)
+	msg, err := c.WaitEvent(ctx, "default", gvisorProbe.name, "FailedCreatePodSandBox", noRuntime, 60*time.Second)
+	if err != nil {
+		t.Fatalf("negative control: %v", err)
+	}
+	// and the pod itself stays Pending, its container never created
+	if _, err := c.WaitPodPhaseReason(ctx, "default", gvisorProbe.name, corev1.PodPending, "ContainerCreating", 10*time.Second); err != nil {
+		t.Errorf("negative control: %v", err)
+	}
+	c.deletePod(ctx, t, "default", gvisorProbe.name)
+	return msg
+}
+
+// smokePV stands in for the local-path provisioner this cluster does not run: a static hostPath PV of the
+// StorageClass the smoke PVC asks for.
+func (c *Cluster) smokePV(ctx context.Context, t *testing.T) {
+	t.Helper()
+	dir := corev1.HostPathDirectory
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "gvisor-smoke-e2e"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "gvisor-workspace",
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: c.Dir + "/pv/smoke", Type: &dir,
+			}},
+		},
+	}
+	_, err := c.Admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("PV: %v", err)
+	}
+}
+
+// smoke runs the generated smoke pod (again) and checks that gVisor started it.
+func (c *Cluster) smoke(ctx context.Context, t *testing.T) {
+	t.Helper()
+	c.deletePod(ctx, t, smokeNS, smokePod)
+	if err := c.ApplyDir(ctx, c.smokeDir()); err != nil {
+		t.Fatalf("apply of the smoke folder: %v", err)
+	}
+	if _, err := c.WaitPodPhase(ctx, smokeNS, smokePod, corev1.PodSucceeded, 120*time.Second); err != nil {
+		t.Fatalf("the smoke pod did not succeed: %v", err)
+	}
+	log, err := c.Logs(ctx, smokeNS, smokePod, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log, "Starting gVisor") {
+		t.Fatalf("the smoke pod's log has no 'Starting gVisor':\n%s", log)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		t.Logf("  [smoke] %s", l)
+	}
+}
+
+func execOut(ctx context.Context, name string, args ...string) (string, error) {
+	b, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(b), err
+}

@@ -1,0 +1,232 @@
+#!/bin/bash
+# ci/cluster/prepare.sh W: everything the cluster tests (go test -tags clustertest ./ci/cluster) need before a node
+# starts, built into the empty scratch folder W (run ci/cluster/setup.sh first; ci/cluster/e2e.sh runs both):
+#  - W/gvisorgen and W/tlsmirror (the product, and the mirror's HTTPS server);
+#  - W/images/all.tar: one OCI archive (busybox-static with every applet) holding the installer/smoke/test image and
+#    the pause images of containerd 1.6 and 2.4.2's default configs; W/images/digests ("REF DIGEST");
+#  - W/serve/release: the gVisor mirror (20240212 binaries layout, 20260801 archive layout, 20240213 with a tampered
+#    runsc beside the genuine .sha512; aarch64 as hard links);
+#  - W/tls: a test CA and the mirror's certificate for the node IP; W/pki: the API server's service-account key
+#    pair, the admin and kubelet tokens and their kubeconfigs;
+#  - W/c16, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
+#    node.sh), containerd's own default config plus the test-only keys (and config.orig, its copy), the CNI config,
+#    the fake systemctl, kubelet.yaml, a temp copy of the repository's cue/ (the test target's root), and node.env:
+#    the environment ci/cluster/node.sh runs with.
+# Nothing here touches a path of the machine outside W and the tool cache.
+set -euo pipefail
+W=${1:?usage: prepare.sh W}
+cd "$(dirname "$0")/../.."
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
+K8S=$(sh ci/k8s/build.sh --dir)
+C24=$cache/containerd-v2.4.2/containerd
+SHIM24=$cache/containerd-shim-runc-v2-v2.4.2
+RUNSC_SHIM=$cache/e2e/shim-20221203/shim
+NODE_IP=10.99.0.1
+IMG=docker.io/gvz-e2e/busybox:e2e
+V_GOOD=20240212 V_UP=20260801 V_BAD=20240213
+log() { echo "[cluster-prepare] $*"; }
+
+# --- preconditions ------------------------------------------------------------------------------------------------
+[ "$(id -u)" = 0 ] || { log "FAIL: run as root"; exit 2; }
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+	log "FAIL: this host uses cgroup v2 only; the cluster suite is proven on cgroup v1/hybrid hosts (kubelet's cgroupRoot is created in every v1 hierarchy)"
+	exit 2
+fi
+for f in "$K8S"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,etcd} /usr/bin/containerd /usr/bin/ctr \
+	"$C24" "$SHIM24/containerd-shim-runc-v2" /usr/bin/runsc "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
+	[ -x "$f" ] || { log "FAIL: missing $f (run ci/cluster/setup.sh)"; exit 2; }
+done
+command -v openssl >/dev/null || { log "FAIL: openssl missing (run ci/cluster/setup.sh)"; exit 2; }
+mkdir -p "$W"
+chmod 755 "$W"
+
+# --- gvisorgen, tlsmirror --------------------------------------------------------------------------------------------
+GO=${GO:-go}
+GOFLAGS=-buildvcs=false "$GO" build -o "$W/gvisorgen" ./cmd/gvisorgen
+GOFLAGS=-buildvcs=false "$GO" build -o "$W/tlsmirror" ./ci/cluster/tlsmirror
+
+# one OCI archive, three references: the installer/smoke/test image (busybox-static with every applet) and the
+# sandbox (pause) images of containerd 1.6 and 2.4.2's default configs (busybox sleeping). Each is named by its tag
+# and, as a pull from a registry would name it too, by its manifest digest (repository@sha256:...): the installer is
+# referenced as repository:tag@digest, which the CRI looks up as repository@digest. "REF DIGEST" lines go to
+# $W/images/digests.
+mkimage() { # OUT REF=CMDJSON...
+	local out=$1 w=$W/img.tmp a d s ldig lsz cdig csz mdig msz entries="" ref cmd n
+	shift
+	rm -rf "$w"
+	mkdir -p "$w/rootfs/bin" "$w/rootfs/proc" "$w/rootfs/dev" "$w/rootfs/sys" "$w/rootfs/tmp" "$w/rootfs/etc" "$w/blobs/sha256"
+	chmod 1777 "$w/rootfs/tmp"
+	cp /bin/busybox "$w/rootfs/bin/busybox"
+	for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -s busybox "$w/rootfs/bin/$a"; done
+	echo 'root:x:0:0:root:/:/bin/sh' >"$w/rootfs/etc/passwd"
+	echo 'root:x:0:' >"$w/rootfs/etc/group"
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$w/rootfs" -cf "$w/layer.tar" .
+	blob() {
+		d=$(sha256sum "$1" | cut -d' ' -f1)
+		s=$(stat -c %s "$1")
+		mv "$1" "$w/blobs/sha256/$d"
+	}
+	blob "$w/layer.tar"
+	ldig=$d lsz=$s
+	for a in "$@"; do
+		ref=${a%%=*} cmd=${a#*=}
+		printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/bin"],"Cmd":%s},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' "$cmd" "$ldig" >"$w/config.json"
+		blob "$w/config.json"
+		cdig=$d csz=$s
+		printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' "$cdig" "$csz" "$ldig" "$lsz" >"$w/manifest.json"
+		blob "$w/manifest.json"
+		mdig=$d msz=$s
+		for n in "$ref" "${ref%:*}@sha256:$mdig"; do
+			entries="$entries${entries:+,}$(printf '{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s","io.containerd.image.name":"%s"},"platform":{"architecture":"amd64","os":"linux"}}' "$mdig" "$msz" "$n" "$n")"
+		done
+		echo "$ref sha256:$mdig" >>"$W/images/digests"
+	done
+	printf '{"imageLayoutVersion":"1.0.0"}' >"$w/oci-layout"
+	printf '{"schemaVersion":2,"manifests":[%s]}' "$entries" >"$w/index.json"
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$w" -cf "$out" oci-layout index.json blobs
+	rm -rf "$w"
+}
+mkdir -p "$W/images"
+mkimage "$W/images/all.tar" "$IMG=[\"/bin/sh\"]" \
+	'registry.k8s.io/pause:3.6=["/bin/sleep","2147483647"]' 'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
+# (the tests read the installer image's digest from images/digests and set it in the target: no registry has this
+# image, so `gvisorgen pin` must not ask one)
+
+# the mirror: <tag>/x86_64/ as the bucket lays it out, real sha512 files
+S=$W/serve/release
+mkdir -p "$S/$V_GOOD/x86_64" "$S/$V_UP/x86_64" "$S/$V_BAD/x86_64"
+cp /usr/bin/runsc "$S/$V_GOOD/x86_64/runsc"
+cp "$RUNSC_SHIM" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1"
+(cd "$S/$V_GOOD/x86_64" && for a in runsc containerd-shim-runsc-v1; do sha512sum "$a" >"$a.sha512"; done)
+# archive layout (from 2026-07): gvisor.tar.bz2 = runsc, the shim and gvisor-bin/ in one folder; cached (bzip2 is slow)
+akey=$(cat "$S/$V_GOOD/x86_64/runsc.sha512" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1.sha512" | sha256sum | cut -c1-16)
+arch=$cache/cluster-e2e/gvisor-$akey.tar.bz2
+if [ ! -f "$arch" ]; then
+	mkdir -p "$cache/cluster-e2e" "$W/arch/gvisor/gvisor-bin"
+	cp "$S/$V_GOOD/x86_64/runsc" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1" "$W/arch/gvisor/"
+	printf '#!/bin/sh\necho gvisor-bin helper of the e2e mirror\n' >"$W/arch/gvisor/gvisor-bin/e2e-helper"
+	chmod 755 "$W/arch/gvisor/"* "$W/arch/gvisor/gvisor-bin/e2e-helper"
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$W/arch" -cjf "$arch.tmp" gvisor
+	mv "$arch.tmp" "$arch"
+	rm -rf "$W/arch"
+fi
+cp "$arch" "$S/$V_UP/x86_64/gvisor.tar.bz2"
+(cd "$S/$V_UP/x86_64" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
+# broken: the published .sha512 is the real one, the runsc beside it is one byte longer
+cp "$S/$V_GOOD/x86_64/"* "$S/$V_BAD/x86_64/"
+printf 'X' >>"$S/$V_BAD/x86_64/runsc"
+# aarch64, as the bucket publishes it: `gvisorgen pin` resolves every architecture the product supports. No node here
+# is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are ever read).
+for v in "$V_GOOD" "$V_UP" "$V_BAD"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
+
+# the mirror's TLS: a test CA (known only to `gvisorgen pin --ca-file`, not to the system roots) and a server
+# certificate for the node IP (SAN IP). RSA, as in the node tests (busybox wget's TLS client, the installer's for
+# pinned artifacts, also took ECDSA P-256); see ci/cluster/tlsmirror for the tlssha1 setting it needs.
+TLS=$W/tls
+mkdir -p "$TLS"
+openssl req -x509 -new -nodes -newkey rsa:2048 -keyout "$TLS/ca.key" -out "$TLS/ca.pem" -days 2 \
+	-subj "/CN=gvisorgen cluster-e2e mirror CA" -addext basicConstraints=critical,CA:TRUE \
+	-addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+openssl req -new -nodes -newkey rsa:2048 -keyout "$TLS/mirror.key" -out "$TLS/mirror.csr" \
+	-subj "/CN=gvisorgen cluster-e2e mirror" 2>/dev/null
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:%s\n' \
+	"$NODE_IP" >"$TLS/mirror.ext"
+openssl x509 -req -in "$TLS/mirror.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -set_serial "0x$(openssl rand -hex 8)" \
+	-days 2 -extfile "$TLS/mirror.ext" -out "$TLS/mirror.pem" 2>/dev/null
+openssl verify -CAfile "$TLS/ca.pem" "$TLS/mirror.pem" >/dev/null || {
+	log "FAIL: the mirror's test certificate does not verify"
+	exit 1
+}
+
+# PKI: service-account keys, tokens (admin: system:masters; kubelet: the node identity, Node authorizer)
+P=$W/pki
+mkdir -p "$P"
+openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
+openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
+ADMIN_TOKEN=$(openssl rand -hex 16) NODE_TOKEN=$(openssl rand -hex 16)
+echo "$ADMIN_TOKEN" >"$P/admin.token"
+printf '%s,admin,admin,system:masters\n%s,system:node:gvz-node,node,system:nodes\n' "$ADMIN_TOKEN" "$NODE_TOKEN" >"$P/tokens.csv"
+kubeconfig() { # TOKEN
+	printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: "%s"}\ncontexts:\n- name: e2e\n  context: {cluster: e2e, user: u}\ncurrent-context: e2e\n' "$1"
+}
+kubeconfig "$ADMIN_TOKEN" >"$P/admin.kubeconfig"
+kubeconfig "$NODE_TOKEN" >"$P/node.kubeconfig"
+
+# --- each node's own files (node.sh binds host/* over the machine's paths) ------------------------------------------------
+node_files() { # V
+	local v=$1 cw=$W/c$1 H
+	H=$cw/host
+	mkdir -p "$cw/run/logs" "$cw/run/systemd" "$cw/conf" "$H/etc-containerd" "$H/usr-local-bin" "$H/usr-local-sbin" "$cw/cni" "$cw/pv/smoke" "$cw/plugins" "$cw/repo/targets"
+	cp -r cue "$cw/repo/cue"
+	cp "$P"/* "$cw/conf/"
+	printf '/etc/containerd etc-containerd\n/usr/local/bin usr-local-bin\n/usr/local/sbin usr-local-sbin\n' >"$cw/binds"
+	local ctrd=/usr/bin/containerd ctrd_path=""
+	if [ "$v" = 24 ]; then
+		ctrd=$C24 ctrd_path=$SHIM24
+		# the host's `containerd` (found by the installer's host commands) is the one that runs
+		printf '#!/bin/sh\nexec %s "$@"\n' "$C24" >"$H/usr-local-sbin/containerd"
+		chmod 755 "$H/usr-local-sbin/containerd"
+	fi
+	printf 'GVZ_W=%s\nGVZ_K8S=%s\nGVZ_CTRD=%s\nGVZ_CTRD_PATH=%s\nGVZ_SERVE=%s\nGVZ_NODE_IP=%s\nGVZ_MIRROR=%s\nGVZ_MIRROR_PORT=18443\nGVZ_MIRROR_TLS=%s\n' \
+		"$cw" "$K8S" "$ctrd" "$ctrd_path" "$W/serve" "$NODE_IP" "$W/tlsmirror" "$TLS" >"$cw/node.env"
+	# containerd's own default config (1.6: version 2; 2.4.2: version 4) plus the test-only keys: CNI plugins of
+	# Debian's package, CNI config in scratch, restrict_oom_score_adj (the user namespace cannot lower oom_score_adj)
+	"$ctrd" config default | sed -E \
+		-e "s#^( *)restrict_oom_score_adj = false#\1restrict_oom_score_adj = true#" \
+		-e "s#^( *)bin_dir = \"/opt/cni/bin\"#\1bin_dir = \"/usr/lib/cni\"#" \
+		-e "s#^( *)bin_dirs = \['/opt/cni/bin'\]#\1bin_dirs = ['/usr/lib/cni']#" \
+		-e "s#^( *)conf_dir = (['\"])/etc/cni/net.d(['\"])#\1conf_dir = \2$cw/cni\3#" >"$H/etc-containerd/config.toml"
+	if ! grep -q "$cw/cni" "$H/etc-containerd/config.toml" || ! grep -q 'restrict_oom_score_adj = true' "$H/etc-containerd/config.toml"; then
+		log "FAIL: could not set the test-only keys in containerd $v's default config"
+		return 1
+	fi
+	cp "$H/etc-containerd/config.toml" "$cw/config.orig"
+	cat >"$cw/cni/10-e2e.conflist" <<EOF
+{"cniVersion":"1.0.0","name":"e2e","plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":false,
+ "ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.0.0/16"}]],"routes":[{"dst":"0.0.0.0/0"}],"dataDir":"$cw/cni-ipam"}},{"type":"loopback"}]}
+EOF
+	cat >"$H/usr-local-sbin/systemctl" <<EOF
+#!/bin/sh
+# fake systemctl of the simulated node: the node's PID 1 (ci/cluster/node.sh) restarts containerd, like systemd would
+R=$cw/run
+echo "\$(date +%s.%N) systemctl \$*" >>\$R/logs/systemctl.log
+case "\$1 \${2:-}" in
+"restart containerd")
+	id=\$\$.\$(date +%s%N)
+	echo restart >\$R/systemd/req.\$id.tmp && mv \$R/systemd/req.\$id.tmp \$R/systemd/req.\$id
+	i=0
+	while [ ! -e \$R/systemd/ack.\$id ]; do i=\$((i+1)); [ \$i -le 600 ] || { echo "systemctl: no answer from the node's init" >&2; exit 1; }; sleep 0.1; done
+	rc=\$(cat \$R/systemd/ack.\$id); rm -f \$R/systemd/ack.\$id; exit "\$rc" ;;
+"is-active containerd") kill -0 "\$(cat \$R/containerd.pid)" 2>/dev/null && echo active || { echo inactive; exit 3; } ;;
+*) echo "fake systemctl: unsupported: \$*" >&2; exit 1 ;;
+esac
+EOF
+	chmod 755 "$H/usr-local-sbin/systemctl"
+	cat >"$cw/conf/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /gvisorgen-e2e-$v
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+imageServiceEndpoint: unix:///run/containerd/containerd.sock
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {"memory.available": "0%", "nodefs.available": "0%", "imagefs.available": "0%"}
+featureGates:
+  KubeletInUserNamespace: true
+readOnlyPort: 0
+serializeImagePulls: false
+syncFrequency: 10s
+fileCheckFrequency: 10s
+oomScoreAdj: 0
+volumePluginDir: $cw/plugins
+EOF
+}
+for v in 16 24; do node_files "$v"; done
+log "prepared $W in ${SECONDS}s"
