@@ -29,6 +29,8 @@ vet: build
 ## test: lint, unit, golden, CLI and kustomize-parity tests
 test: $(KUSTOMIZE) $(CUE) lint
 	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 ./...
+	# the node and cluster suites build only under their tags: vet them too
+	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster
 	# every benchmark once, so that make bench's cannot rot
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
 

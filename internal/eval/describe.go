@@ -55,21 +55,37 @@ func newDescriber(inst cue.Value) describer {
 			return
 		}
 		for it.Next() {
-			if it.Value().IncompleteKind() == cue.StructKind {
-				structs = append(structs, it.Value())
-				walk(it.Value(), depth+1)
+			f := it.Value()
+			if f.IncompleteKind() == cue.ListKind {
+				// A list's elements: env vars, ports, tolerations.
+				if el := f.LookupPath(cue.MakePath(cue.AnyIndex)); el.Exists() && el.IncompleteKind() == cue.StructKind {
+					walk(el, depth+1)
+				}
+			}
+			if f.IncompleteKind() == cue.StructKind {
+				structs = append(structs, f)
+				walk(f, depth+1)
 				continue
 			}
-			add(it.Value(), false)
+			add(f, false)
 		}
 	}
 	walk(inst.LookupPath(cue.ParsePath("#Values")), 0)
+	// The objects' schema (vet --manifests) and the module's struct
+	// definitions, hidden ones included.
+	defs, _ := inst.Fields(cue.Definitions(true), cue.Hidden(true))
+	for defs != nil && defs.Next() {
+		if defs.Selector().IsDefinition() && defs.Value().IncompleteKind() == cue.StructKind {
+			structs = append(structs, defs.Value())
+			walk(defs.Value(), 0)
+		}
+	}
 	for _, v := range structs {
 		add(v, false)
 	}
 	// Named constraints (#AbsPath, #ReleaseTag, …) describe their pattern
 	// best; struct definitions hold other patterns.
-	if it, err := inst.Fields(cue.Definitions(true)); err == nil {
+	if it, err := inst.Fields(cue.Definitions(true), cue.Hidden(true)); err == nil {
 		for it.Next() {
 			if it.Selector().IsDefinition() && it.Value().IncompleteKind() != cue.StructKind {
 				add(it.Value(), true)
