@@ -396,3 +396,68 @@ func TestUnknownKeyCheckCatches(t *testing.T) {
 		t.Fatalf("top-level key in the block not caught: %q\n%s", got, d.Stderr)
 	}
 }
+
+// A config that imports a glob covering containerd's own folder ("/etc/containerd/*.toml", a common pattern) matches
+// config.toml itself and runsc.toml. The installer validates its candidate as a copy next to config.toml, which the
+// glob would make import the live config.toml (with the block, from the first run): the second run must still see
+// no runsc "by hand", leave every file byte-identical and not restart containerd. A glob that would make containerd
+// load gvisorgen's bookkeeping files (not TOML) is refused before anything is written.
+func TestImportGlobs(t *testing.T) {
+	for _, ver := range []string{"16", "24"} {
+		for _, glob := range []string{`"/etc/containerd/*.toml"`, `"*.toml"`, `"/etc/containerd/conf.d/*.toml", "/etc/containerd/config.toml"`} {
+			name := strings.NewReplacer(`"`, "", "/", "_", "*", "x", ", ", "+").Replace(glob)
+			t.Run(name+"/"+ver, func(t *testing.T) {
+				h := newHost(t, ver)
+				orig := "version = 2\nimports = [" + glob + "]\n\n" + `[plugins."io.containerd.grpc.v1.cri".containerd]` + "\n  default_runtime_name = \"runc\"\n"
+				h.write(h.P("/etc/containerd/conf.d/gc.toml"), 0o644, dropInGC)
+				h.setConfig(orig)
+				h.startContainerd()
+				h.mustRun("install-runsc.sh", nil)
+				r0 := h.restarts()
+				h.mustRun("configure-containerd.sh", nil)
+				if got := h.restarts() - r0; got != 1 {
+					t.Fatalf("first run: want 1 restart, got %d", got)
+				}
+				first := h.config()
+				if countLines(first, beginMarker) != 1 || !strings.HasPrefix(first, orig) {
+					t.Fatalf("want the original and one block:\n%s", first)
+				}
+				runscToml := h.read("/etc/containerd/runsc.toml")
+				h.checkReal(true)
+				for i := 2; i <= 3; i++ {
+					r1 := h.restarts()
+					r := h.mustRun("configure-containerd.sh", nil)
+					if h.config() != first || h.read("/etc/containerd/runsc.toml") != runscToml {
+						t.Fatalf("run %d changed a file:\n%s", i, h.config())
+					}
+					if got := h.restarts() - r1; got != 0 {
+						t.Fatalf("run %d: want 0 restarts, got %d", i, got)
+					}
+					if strings.Contains(r.Output, "already exists outside gvisorgen's block") {
+						t.Fatalf("run %d took its own block, imported through the glob, for a hand-written runtime:\n%s", i, r.Output)
+					}
+				}
+				h.mustRun("ready.sh", nil)
+				h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
+				if h.config() != orig {
+					t.Fatalf("uninstall did not restore the original:\n%q", h.config())
+				}
+			})
+		}
+		t.Run("glob-reaching-bookkeeping-files-refused/"+ver, func(t *testing.T) {
+			h := newHost(t, ver)
+			orig := "version = 2\nimports = [\"/etc/containerd/config.toml*\"]\n"
+			h.setConfig(orig)
+			h.startContainerd()
+			h.mustRun("install-runsc.sh", nil)
+			before := h.restarts()
+			r := h.run("configure-containerd.sh", nil)
+			h.assertRefused(r, `the imports pattern /etc/containerd/config\.toml\* of /etc/containerd/config\.toml matches files gvisorgen writes .*/etc/containerd/config\.toml\.gvisorgen-applied.*Fix: narrow the pattern`, before, orig)
+			for _, f := range []string{"config.toml.gvisorgen-backup", "config.toml.gvisorgen-applied", "runsc.toml"} {
+				if h.exists("/etc/containerd/" + f) {
+					t.Fatalf("%s written on a refusal", f)
+				}
+			}
+		})
+	}
+}

@@ -111,6 +111,17 @@ fi
 cp "$T/base" "$CHECK"
 gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
     gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
+# imports: gvisorgen's own files out of every pattern's reach; a config that imports itself is validated with the
+# patterns' files spelled out (the copy would otherwise import the live config, block and all).
+gvz_check_imports "$T/base" "$T/base.dump"
+GVZ_SELF_IMPORT=
+if gvz_self_importing "$T/base" "$T/base.dump"; then
+    GVZ_SELF_IMPORT=1
+    gvz_imports "$T/base" "$T/base.dump" >"$T/imports.list"
+    gvz_to_check "$T/base" "$T/imports.list"
+    gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
+        gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
+fi
 gvz_unknown_keys "$T/base.err" >"$T/base.uk"
 
 fprefix=$(gvz_runtimes_prefix "$fver")
@@ -127,7 +138,7 @@ if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$defname"; then base_has_def=
 validate() {
     WHY=
     MISSING_DEFAULT=
-    cp "$1" "$CHECK"
+    gvz_to_check "$1" "$T/imports.list"
     if ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
         WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
         return 1

@@ -362,6 +362,106 @@ gvz_unknown_keys() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
+# imports: containerd loads every file an `imports` pattern (Go filepath.Glob; relative to the config's folder) matches.
+
+# gvz_imports FILE... : the entries of each file's top-level `imports` array (a config's text, single- or multi-line,
+# or a dump: 1.x dumps the files it resolved, the config itself among them, 2.x the patterns, with its built-in
+# conf.d pattern added), resolved against the config's folder when relative, one per line, without repeats.
+gvz_imports() {
+    for _f in "$@"; do
+        awk '
+            !on && /^[ \t]*\[/ { exit }
+            !on && /^[ \t]*imports[ \t]*=/ { on = 1; sub(/^[^=]*=/, "") }
+            on {
+                acc = acc " " $0
+                if ($0 ~ /\]/) {
+                    while (match(acc, /"[^"]*"|\047[^\047]*\047/)) { print substr(acc, RSTART + 1, RLENGTH - 2); acc = substr(acc, RSTART + RLENGTH) }
+                    exit
+                }
+            }' "$_f"
+    done | while IFS= read -r _p; do gvz_abs_pattern "$_p"; done | awk '!seen[$0]++'
+}
+
+# gvz_glob_matches PATTERN PATH : status 0 when Go's filepath.Match(PATTERN, PATH) would be true (`*` and `?` never
+# match a slash, `[...]` classes with ^ or ! negation, backslash escapes), decided without the file existing.
+gvz_glob_matches() {
+    awk -v p="$1" -v s="$2" 'BEGIN {
+        re = "^"
+        for (i = 1; i <= length(p); i++) {
+            c = substr(p, i, 1)
+            if (c == "*") re = re "[^/]*"
+            else if (c == "?") re = re "[^/]"
+            else if (c == "\\") { i++; c = substr(p, i, 1); re = re "[" c "]" }
+            else if (c == "[") {
+                j = index(substr(p, i + 1), "]"); if (j == 0) exit 1
+                cls = substr(p, i + 1, j - 1); i += j
+                if (substr(cls, 1, 1) == "!") cls = "^" substr(cls, 2)
+                re = re "[" cls "]"
+            }
+            else if (index(".+(){}|^$", c)) re = re "\\" c
+            else re = re c
+        }
+        exit !(s ~ (re "$"))
+    }'
+}
+
+# gvz_abs_pattern PATTERN : a relative imports pattern resolved against the config's folder, as containerd does.
+gvz_abs_pattern() {
+    case $1 in /*) echo "$1" ;; *) echo "$GVZ_CFG_DIR/$1" ;; esac
+}
+
+# gvz_check_imports FILE... : refuse when an imports pattern of the config (gvz_imports of its text and its dump)
+# matches a file gvisorgen keeps next to it that is not a containerd config (the applied marker, the backup, temp
+# files; the transient candidate is left out of every import list gvisorgen validates with): containerd would load
+# it at its next start (the applied marker is not TOML: containerd would not start). Notes when RUNSC_CONFIG is
+# matched: containerd then loads the shim's options file as a config too (2.x logs its keys as unknown, nothing else).
+gvz_check_imports() {
+    gvz_imports "$@" >"$GVZ_TMP/imports"
+    while IFS= read -r _p; do
+        _hit=
+        for _f in "$GVZ_APPLIED" "$GVZ_BACKUP" "$GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1"; do
+            if gvz_glob_matches "$_p" "$_f"; then _hit="$_hit $_f"; fi
+        done
+        if [ -n "$_hit" ]; then
+            gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_hit" | sed 's/^ //; s/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry"
+        fi
+        if gvz_glob_matches "$_p" "$RUNSC_CONFIG"; then
+            gvz_log "note: the imports pattern $_p also matches $RUNSC_CONFIG, so containerd loads the shim's options file as a config too (2.x logs its keys as unknown; nothing else changes); set RUNSC_CONFIG (values: runscConfig) to a name the pattern does not match to avoid it"
+        fi
+    done <"$GVZ_TMP/imports"
+}
+
+# gvz_self_importing FILE... : status 0 when an imports pattern of the config (gvz_imports) matches CONTAINERD_CONFIG
+# itself. A copy validated next to it would then import the live file (containerd skips only the file it started with).
+gvz_self_importing() {
+    gvz_imports "$@" | while IFS= read -r _p; do
+        if gvz_glob_matches "$_p" "$CONTAINERD_CONFIG"; then echo y; fi
+    done | grep -q y
+}
+
+# gvz_to_check SRC IMPORTS : writes SRC to the candidate path for `config dump`. When the config imports itself (see
+# gvz_self_importing; IMPORTS lists its patterns, from gvz_imports), the copy gets an explicit `imports` list: every file
+# the patterns match on the host now, except CONTAINERD_CONFIG and the candidate, so that the copy loads exactly what
+# containerd loads when it starts from CONTAINERD_CONFIG.
+gvz_to_check() {
+    if [ -z "${GVZ_SELF_IMPORT:-}" ]; then
+        cp "$1" "$HOST_ROOT$GVZ_CHECK"
+        return
+    fi
+    # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, in glob order
+    _files=$(gvz_host sh -c 'while IFS= read -r p; do for f in $p; do [ ! -f "$f" ] || echo "$f"; done; done' <"$2" |
+        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" '$0 != a && $0 != b && !seen[$0]++ { printf "%s\"%s\"", (n++ ? ", " : ""), $0 }')
+    {
+        printf 'imports = [%s]\n' "$_files"
+        awk '
+            !intable && /^[ \t]*\[/ { intable = 1 }
+            !intable && skip { if ($0 ~ /\]/) skip = 0; next }
+            !intable && /^[ \t]*imports[ \t]*=/ { if ($0 !~ /\]/) skip = 1; next }
+            { print }' "$1"
+    } >"$HOST_ROOT$GVZ_CHECK"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
 # The managed block in containerd's config
 
 GVZ_BEGIN='# >>> gvisorgen: runsc runtime (managed block; edits between these markers are overwritten) >>>'

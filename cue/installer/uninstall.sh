@@ -85,6 +85,13 @@ if [ -f "$CFG" ]; then
         gvz_require_cri "$addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
         gvz_strip_block "$T/current" >"$T/candidate"
         cp "$T/candidate" "$CHECK"
+        GVZ_SELF_IMPORT=
+        if gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" && gvz_self_importing "$T/candidate" "$T/cand.dump"; then
+            # the copy imports the live config (block and all): validate it with the patterns' files spelled out
+            GVZ_SELF_IMPORT=1
+            gvz_imports "$T/candidate" "$T/cand.dump" >"$T/imports.list"
+            gvz_to_check "$T/candidate" "$T/imports.list"
+        fi
         gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
             gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/cand.err")); not touching it"
         p=$(gvz_dump_prefix "$T/cand.dump")
