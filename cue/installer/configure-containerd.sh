@@ -22,7 +22,8 @@
 #     is that snapshot (before the first change, never overwritten); restarts containerd only when the
 #     file changed (or was changed by an earlier run that never saw containerd come back), waits for CRI (bounded),
 #     and on failure restores the old config, restarts again and exits non-zero;
-#  7. records the verified config's digest in CONTAINERD_CONFIG.gvisorgen-applied (read by ready.sh).
+#  7. checks that containerd serves CRI, then records the verified config's digest, its socket and runsc.toml's digest
+#     in CONTAINERD_CONFIG.gvisorgen-applied (read by ready.sh, which only reads files).
 # A second run with the same inputs leaves every file byte-identical and does not restart containerd.
 #
 # Environment (set by the generator; see README.md): HOST_ROOT HOST_EXEC GVISOR_MODE INSTALL_DIR INSTALL_DIR_ON_PATH
@@ -321,5 +322,10 @@ else
     gvz_log "$CONTAINERD_CONFIG unchanged; no containerd restart"
 fi
 
-printf '%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"
+# The last check of the install, made here because the long-running runsc-ready container cannot ask containerd
+# (it is unprivileged and only reads files): containerd serves CRI now, on the socket of the config on disk.
+gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
+rdig=-
+if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
+printf '%s\n%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" "$rdig" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"
 gvz_log "done: the runsc runtime is configured"

@@ -262,11 +262,20 @@ func TestInstallerContainersLeastMounts(t *testing.T) {
 			Requests map[string]string
 		}
 		SecurityContext struct {
-			ReadOnlyRootFilesystem bool `json:"readOnlyRootFilesystem"`
+			ReadOnlyRootFilesystem   bool  `json:"readOnlyRootFilesystem"`
+			Privileged               *bool `json:"privileged"`
+			AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
+			RunAsNonRoot             *bool `json:"runAsNonRoot"`
+			RunAsUser                *int  `json:"runAsUser"`
+			Capabilities             struct {
+				Drop []string
+				Add  []string
+			}
 		} `json:"securityContext"`
 		VolumeMounts []struct {
 			Name      string
 			MountPath string `json:"mountPath"`
+			ReadOnly  bool   `json:"readOnly"`
 		} `json:"volumeMounts"`
 	}
 	want := map[string][]string{
@@ -328,6 +337,20 @@ func TestInstallerContainersLeastMounts(t *testing.T) {
 			}
 			if !slices.Equal(got, want[c.Name]) {
 				t.Errorf("%s: %s mounts %v, want %v", file, c.Name, got, want[c.Name])
+			}
+			if c.Name == "runsc-ready" {
+				// the long-running container: unprivileged, not root, no capabilities, host folders read-only
+				sc := c.SecurityContext
+				if sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+					sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 ||
+					!slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+					t.Errorf("%s: runsc-ready is not unprivileged: %+v", file, sc)
+				}
+				for _, m := range c.VolumeMounts {
+					if strings.HasPrefix(m.Name, "host-") && !m.ReadOnly {
+						t.Errorf("%s: runsc-ready mounts %s read-write", file, m.Name)
+					}
+				}
 			}
 		}
 	}
