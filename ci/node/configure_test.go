@@ -136,7 +136,7 @@ var configureCases = []configureCase{
 	// refusals: the config stays byte-identical and containerd is not restarted
 	{name: "version-5-refused/2.4", ctrd: "24", config: func() string { return strings.Replace(def24(), "version = 4", "version = 5", 1) },
 		wantFail: `config version 5; this installer knows versions up to 4`},
-	{name: "already-rejected-config/1.6", ctrd: "16", config: str("version = 2\n[plugins\n"), wantFail: `already rejects`},
+	{name: "already-rejected-config/1.6", ctrd: "16", config: str("version = 2\n[plugins\n"), wantFail: `config on disk is already broken: the host's containerd rejects`},
 	{name: "validation-fails-inline-runtimes/1.6", ctrd: "16", config: str(cfgV2InlineRuntimes), wantFail: `fails validation.*untouched`},
 	{name: "validation-fails-dropin-replaces-cri/1.6", ctrd: "16", config: str(cfgV2Imports),
 		dropIns: map[string]string{"cri.toml": dropInCRI16}, wantFail: `ignores the runsc table`},
@@ -184,6 +184,9 @@ func TestConfigure(t *testing.T) {
 			}
 			if c.wantFail == "" {
 				h.startContainerd() // the host's containerd runs before the installer
+			} else {
+				// as on a real node, containerd runs when it can (a config it rejects keeps it down)
+				_, _ = h.hostCmd("systemctl", "start", "containerd")
 			}
 			before := h.restarts()
 			if c.wantFail != "" {

@@ -70,13 +70,20 @@ func TestEdges(t *testing.T) {
 		h.mustRun("ready.sh", nil)
 	})
 	t.Run("own-block-rejected-by-containerd-is-rebuilt", func(t *testing.T) {
-		// e.g. a block from an older installer that a newer containerd no longer accepts
+		// e.g. a block from an older installer that a newer containerd no longer accepts; containerd still runs
+		// (and serves CRI) from the config it last started with: the installer needs a running CRI (issue 16)
 		h := newHost(t, "16")
+		h.setConfig(def16())
+		h.startContainerd()
 		broken := def16() + "\n" + beginMarker + "\n" + tblV2 + "\n  runtime_type = \"io.containerd.runsc.v1\"\n" + tblV2 + "\n" + endMarker + "\n"
 		h.setConfig(broken)
+		before := h.restarts()
 		h.mustRun("configure-containerd.sh", nil)
 		if countLines(h.config(), tblV2) != 1 {
 			t.Fatalf("block not rebuilt:\n%s", h.config())
+		}
+		if got := h.restarts() - before; got != 1 {
+			t.Fatalf("want 1 restart, got %d", got)
 		}
 		h.checkReal(true)
 	})

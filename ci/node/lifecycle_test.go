@@ -287,13 +287,75 @@ func TestReady(t *testing.T) {
 	_ = os.Rename(h.P("/usr/local/bin/containerd-shim-runsc-v1"), h.P("/usr/local/bin/shim.away"))
 	h.mustFail("ready.sh", nil, "containerd-shim-runsc-v1 is missing")
 	_ = os.Rename(h.P("/usr/local/bin/shim.away"), h.P("/usr/local/bin/containerd-shim-runsc-v1"))
-	// containerd down
+	// a binary changes in place (same name, other bytes)
+	shim := h.P("/usr/local/bin/containerd-shim-runsc-v1")
+	orig, _ := os.ReadFile(shim)
+	h.write(shim, 0o755, string(orig)+"x")
+	h.mustFail("ready.sh", nil, "containerd-shim-runsc-v1 no longer has the sha512 the stamp records")
+	h.write(shim, 0o755, string(orig))
+	// runsc.toml edited by hand
+	rt := h.read("/etc/containerd/runsc.toml")
+	h.write(h.P("/etc/containerd/runsc.toml"), 0o644, rt+"debug = true\n")
+	h.mustFail("ready.sh", nil, "runsc.toml changed since configure-containerd wrote it")
+	h.write(h.P("/etc/containerd/runsc.toml"), 0o644, rt)
+	h.mustRun("ready.sh", nil)
+	// The probe reads files only (issue 16): containerd down does not flip it (configure-containerd verified CRI at
+	// install; a containerd that is down makes kubelet report the node NotReady itself).
 	if out, err := h.hostCmd("systemctl", "stop", "containerd"); err != nil {
 		t.Fatal(err, out)
 	}
-	h.mustFail("ready.sh", nil, "does not answer")
+	r := h.mustRun("ready.sh", nil)
+	if strings.Contains(r.Output, "containerd") {
+		t.Fatalf("the probe asked containerd: %s", r)
+	}
+	// and the last init container does verify CRI: with containerd down it refuses, naming the cause
+	h.mustFail("configure-containerd.sh", nil, `containerd does not answer on /run/containerd/containerd.sock`)
 	h.startContainerd()
 	h.mustRun("ready.sh", nil)
+}
+
+// TestReadyUnprivileged: ready.sh as the runsc-ready container runs it: another user than root (65534), no
+// capabilities, the host folders mounted read-only, and HOST_EXEC unusable (no host command may run).
+func TestReadyUnprivileged(t *testing.T) {
+	for _, ver := range []string{"16", "24"} {
+		t.Run(ver, func(t *testing.T) {
+			cfg := def16()
+			if ver == "24" {
+				cfg = def24()
+			}
+			h := fullInstall(t, ver, cfg)
+			// the test's temp dirs are 0700; the node's real folders are world-readable
+			for d := h.Root; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+				_ = os.Chmod(d, 0o755)
+			}
+			for _, d := range []string{"etc/containerd", "usr/local/bin", "run"} {
+				_ = os.Chmod(h.P(d), 0o755)
+			}
+			ro := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c",
+				`for d in "$0/etc/containerd" "$0/usr/local/bin" "$0/run/gvisorgen"; do mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" || exit 1; done
+exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$@"`, h.Root}
+			// no host command can run: HOST_EXEC's first word must exist (gvz_load_env), the flag makes it fail
+			env := map[string]string{"HOST_EXEC": "nsenter --no-such-flag"}
+			r := h.runWith(ro, "ready.sh", env)
+			if r.Code != 0 {
+				t.Fatalf("unprivileged probe not ready on an installed node: %s", r)
+			}
+			// it still says no when the state on disk is wrong
+			c := h.config()
+			h.setConfig(c + "# edited\n")
+			r = h.runWith(ro, "ready.sh", env)
+			if r.Code == 0 || !strings.Contains(r.Output, "changed since configure-containerd validated it") {
+				t.Fatalf("want not ready: %s", r)
+			}
+			h.setConfig(c)
+			// a config only root can read: the message says so
+			_ = os.Chmod(h.P("/etc/containerd/config.toml"), 0o600)
+			r = h.runWith(ro, "ready.sh", env)
+			if r.Code == 0 || !strings.Contains(r.Output, "cannot read /etc/containerd/config.toml (mode 600)") {
+				t.Fatalf("want the unreadable config named: %s", r)
+			}
+		})
+	}
 }
 
 // ociImage: a minimal OCI image archive (one layer with one file) for `ctr images import`.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -38,7 +39,9 @@ func (f *inputFlags) register(cmd *cobra.Command, cached bool) {
 // options reads stdin when a values file is "-".
 func (f *inputFlags) options(cmd *cobra.Command) (gen.Options, error) {
 	o := gen.Options{NoCache: f.noCache, Log: cmd.ErrOrStderr()}
-	o.Root, o.ValuesFiles, o.Sets = f.root, f.values, f.sets
+	// A flag given twice counts once (its value unifies with itself anyway,
+	// but errors and stdin would be read twice); order is kept.
+	o.Root, o.ValuesFiles, o.Sets = f.root, firstOf(f.values, filepath.Clean), firstOf(f.sets, nil)
 	o.Only = slices.Compact(slices.Sorted(slices.Values(f.targets)))
 	if slices.Contains(f.values, "-") {
 		b, err := io.ReadAll(cmd.InOrStdin())
@@ -277,4 +280,21 @@ could not be asked (unreachable, certificate rejected) or the inputs do not eval
 	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates trusted besides the system roots (a mirror with a private CA)")
 	cmd.Flags().BoolVar(&check, "check", false, "compare cue/pins.cue with the source; write nothing (exit 1 when a pin is missing or differs)")
 	return cmd
+}
+
+// firstOf keeps the first of equal values (by key, when key is not nil).
+func firstOf(vs []string, key func(string) string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range vs {
+		k := v
+		if key != nil && v != "-" {
+			k = key(v)
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -3,21 +3,27 @@
 #
 # Adds the runsc runtime to the host containerd's config, safely:
 #  1. takes the lock in STATE_DIR; refuses a config that containerd already rejects (unless only gvisorgen's own
-#     block is at fault), a config version above 4, damaged block markers, and a symlinked config;
+#     block is at fault), a config version above 4, damaged block markers, and a symlinked config; refuses, before
+#     anything is written and with zero restarts, when the running containerd does not serve CRI (down, CRI disabled,
+#     CRI failed to load), naming the cause and the fix;
 #  2. a missing config starts from the host's own `containerd config default` (never a file holding only runsc);
 #  3. a runsc table that exists outside gvisorgen's block (by hand, any TOML spelling, or in an `imports` drop-in),
 #     as seen in the host containerd's `config dump`, is respected and nothing is added;
 #  4. otherwise writes one managed block between marker comments, with the runtime table that matches the file's
 #     `version` (none/1: plugins.cri; 2: io.containerd.grpc.v1.cri; 3, 4: io.containerd.cri.v1.runtime), plus
 #     RUNSC_CONFIG (runsc.toml, ConfigPath); when the file defines no runtimes and adding one would drop the default
-#     runtime (containerd 1.x replaces its default map), the block also carries a copy of the default runtime;
+#     runtime (containerd 1.x replaces its default map; a version 2 file is read by 1.x and 2.x alike), the block
+#     also carries a minimal entry for it (runtime_type only);
 #  5. validates the candidate with the host's containerd before the swap: `config dump` exits 0, shows
 #     runtimes.runsc under the effective CRI plugin and still runtimes.<default_runtime_name>, and containerd ignores
 #     no key that the old config did not already have ignored;
-#  6. swaps it in by rename (backup CONTAINERD_CONFIG.gvisorgen-backup before the first change, never overwritten), restarts containerd only when the
+#  6. swaps it in by compare-and-swap: the rename happens only if the config still holds the bytes read and validated
+#     (another writer's edit meanwhile: refuse, the retry starts over); the backup CONTAINERD_CONFIG.gvisorgen-backup
+#     is that snapshot (before the first change, never overwritten); restarts containerd only when the
 #     file changed (or was changed by an earlier run that never saw containerd come back), waits for CRI (bounded),
 #     and on failure restores the old config, restarts again and exits non-zero;
-#  7. records the verified config's digest in CONTAINERD_CONFIG.gvisorgen-applied (read by ready.sh).
+#  7. checks that containerd serves CRI, then records the verified config's digest, its socket and runsc.toml's digest
+#     in CONTAINERD_CONFIG.gvisorgen-applied (read by ready.sh, which only reads files).
 # A second run with the same inputs leaves every file byte-identical and does not restart containerd.
 #
 # Environment (set by the generator; see README.md): HOST_ROOT HOST_EXEC GVISOR_MODE INSTALL_DIR INSTALL_DIR_ON_PATH
@@ -84,9 +90,20 @@ gvz_is_uint "$fver" || gvz_die "$CONTAINERD_CONFIG has a version line that is no
 
 first_error() { grep -iE 'level=(error|fatal)|failed|error' "$1" | head -n 1 | cut -c1-400; }
 
-if [ -n "$existed" ] && ! gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
+# Before anything is written: the running containerd must serve CRI (asked on the socket of the config on disk). A
+# containerd without CRI (disabled, or failing to load) cannot be fixed by a restart: refuse, zero restarts.
+cur_state=missing
+if [ -n "$existed" ]; then
+    cur_state=rejected
+    if gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then cur_state=ok; fi
+fi
+live_addr=/run/containerd/containerd.sock
+if [ "$cur_state" = ok ]; then live_addr=$(gvz_grpc_address "$T/cur.dump"); fi
+gvz_require_cri "$live_addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
+
+if [ "$cur_state" = rejected ]; then
     if [ -z "$has_block" ]; then
-        gvz_die "the host's containerd already rejects $CONTAINERD_CONFIG ($(first_error "$T/cur.err")); not touching it: fix it first"
+        gvz_die "the host's containerd already rejects $CONTAINERD_CONFIG ($(first_error "$T/cur.err")); the config on disk is already broken (the running containerd still serves CRI from an earlier config): not touching it, fix it first"
     fi
     gvz_log "the host's containerd rejects $CONTAINERD_CONFIG with gvisorgen's block in it; rebuilding the block"
 fi
@@ -95,6 +112,17 @@ fi
 cp "$T/base" "$CHECK"
 gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
     gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
+# imports: gvisorgen's own files out of every pattern's reach; a config that imports itself is validated with the
+# patterns' files spelled out (the copy would otherwise import the live config, block and all).
+gvz_check_imports "$T/base" "$T/base.dump"
+GVZ_SELF_IMPORT=
+if gvz_self_importing "$T/base" "$T/base.dump"; then
+    GVZ_SELF_IMPORT=1
+    gvz_imports "$T/base" "$T/base.dump" >"$T/imports.list"
+    gvz_to_check "$T/base" "$T/imports.list"
+    gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
+        gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
+fi
 gvz_unknown_keys "$T/base.err" >"$T/base.uk"
 
 fprefix=$(gvz_runtimes_prefix "$fver")
@@ -111,7 +139,7 @@ if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$defname"; then base_has_def=
 validate() {
     WHY=
     MISSING_DEFAULT=
-    cp "$1" "$CHECK"
+    gvz_to_check "$1" "$T/imports.list"
     if ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
         WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
         return 1
@@ -137,17 +165,13 @@ validate() {
     return 0
 }
 
-# default_copy : the default runtime's tables from the base dump, renamed to the file's runtimes table.
-default_copy() {
-    awk -v t="$dprefix.runtimes.$defname" -v np="$fprefix.$defname" '
-        /^[ \t]*\[/ {
-            h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h)
-            on = 0
-            if (h == t) { print "[" np "]"; on = 1 }
-            else if (h == t ".options") { print "[" np ".options]"; on = 1 }
-            next
-        }
-        on && NF { sub(/^[ \t]+/, ""); print "  " $0 }' "$T/base.dump"
+# default_entry : a minimal entry for the default runtime in the file's runtimes table: its runtime_type only (from the
+# base dump; io.containerd.runc.v2 when it shows none), keys every containerd that reads the file's version knows.
+# containerd 1.x replaces its built-in runtimes with the file's runtimes table, 2.x merges: a version 2 file read by
+# 1.x loses runc once the block adds a runtimes table, so the block carries this entry when the file lacks one.
+default_entry() {
+    _rt=$(gvz_dump_key "$T/base.dump" "$dprefix.runtimes.$defname" runtime_type)
+    printf '[%s.%s]\n  runtime_type = "%s"\n' "$fprefix" "$defname" "${_rt:-io.containerd.runc.v2}"
 }
 
 # render_block [COPYFILE]
@@ -168,15 +192,18 @@ render_block() {
     printf '  TypeUrl = "io.containerd.runsc.v1.options"\n'
     printf '  ConfigPath = "%s"\n' "$RUNSC_CONFIG"
     if [ $# -gt 0 ]; then
-        printf '# containerd 1.x drops its built-in runtimes once a runtimes table exists: keep the default one\n'
+        printf '# containerd 1.x drops its built-in runtimes once a runtimes table exists: a minimal default one\n'
         cat "$1"
     fi
+    if gvz_ends_without_eol "$T/base"; then printf '%s\n' "$GVZ_NO_EOL"; fi
     printf '%s\n' "$GVZ_END"
 }
 
+# make_candidate [COPYFILE] : the base as it is (plus the newline it may lack), a blank line, the block.
 make_candidate() {
     {
         cat "$T/base"
+        if gvz_ends_without_eol "$T/base"; then echo; fi
         [ ! -s "$T/base" ] || echo
         render_block "$@"
     } >"$T/candidate"
@@ -190,15 +217,27 @@ if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
     cp "$T/base" "$T/candidate"
     validate "$T/candidate" || gvz_die "the existing config does not pass the checks: $WHY"
 else
-    make_candidate
-    if ! validate "$T/candidate"; then
-        if [ -n "$MISSING_DEFAULT" ] && [ -n "$base_has_def" ]; then
-            gvz_log "$CONTAINERD_CONFIG defines no runtimes; the block also carries the default runtime '$defname'"
-            default_copy >"$T/default.toml"
-            make_candidate "$T/default.toml"
-            validate "$T/candidate" || gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
-        else
-            gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
+    default_entry >"$T/default.toml"
+    done_=
+    if [ "$fver" -eq 2 ] && [ "$defname" = runc ]; then
+        # A version 2 file is read by containerd 1.x and 2.x: with the minimal runc entry unless the file already
+        # defines runc (then containerd rejects the candidate for defining it twice, and the plain block is used).
+        make_candidate "$T/default.toml"
+        if validate "$T/candidate"; then
+            done_=1
+            gvz_log "the block also carries a minimal '$defname' entry: containerd 1.x reads this version 2 file too and would lose its built-in '$defname'"
+        fi
+    fi
+    if [ -z "$done_" ]; then
+        make_candidate
+        if ! validate "$T/candidate"; then
+            if [ -n "$MISSING_DEFAULT" ] && [ -n "$base_has_def" ]; then
+                gvz_log "$CONTAINERD_CONFIG defines no runtimes; the block also carries a minimal entry for the default runtime '$defname'"
+                make_candidate "$T/default.toml"
+                validate "$T/candidate" || gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
+            else
+                gvz_die "the candidate config fails validation, $CONTAINERD_CONFIG is untouched: $WHY"
+            fi
         fi
     fi
 fi
@@ -232,12 +271,26 @@ if [ -f "$HOST_ROOT$GVZ_APPLIED" ] && [ -f "$CFG" ] &&
 
 rm -f "$CHECK"
 if [ -n "$changed" ]; then
-    # The backup keeps the config as it was before gvisorgen first changed it (never overwritten).
+    # The backup keeps the config as it was before gvisorgen first changed it (never overwritten): the snapshot that
+    # was read and validated, not whatever the live file holds by now.
+    new_backup=
     if [ -n "$existed" ] && [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
-        gvz_atomic_copy "$CFG" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; config untouched"
-        gvz_log "backed up $CONTAINERD_CONFIG to $GVZ_BACKUP"
+        gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; config untouched"
+        new_backup=1
     fi
-    gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+    # Compare-and-swap: the rename happens only if the live file still holds the validated snapshot.
+    snap=
+    if [ -n "$existed" ]; then snap=$T/current; fi
+    rc=0
+    gvz_cas_replace "$snap" "$T/candidate" "$CFG" "$mode" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
+        if [ "$rc" -eq 3 ]; then
+            gvz_die "$CONTAINERD_CONFIG was changed by another writer (a node bootstrapper, an operator, another tool) while gvisorgen validated its edit; nothing was written over it and containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself and starts over from the new file"
+        fi
+        gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+    fi
+    if [ -n "$new_backup" ]; then gvz_log "backed up $CONTAINERD_CONFIG to $GVZ_BACKUP"; fi
     gvz_log "wrote $CONTAINERD_CONFIG (config version $fver, runtimes table $fprefix.runsc)"
 fi
 
@@ -269,5 +322,10 @@ else
     gvz_log "$CONTAINERD_CONFIG unchanged; no containerd restart"
 fi
 
-printf '%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"
+# The last check of the install, made here because the long-running runsc-ready container cannot ask containerd
+# (it is unprivileged and only reads files): containerd serves CRI now, on the socket of the config on disk.
+gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
+rdig=-
+if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
+printf '%s\n%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" "$rdig" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"
 gvz_log "done: the runsc runtime is configured"

@@ -24,7 +24,7 @@ gvz_need_applets() {
 }
 
 # Applets every script uses through this file.
-GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date grep head hostname mkdir mktemp mv readlink rm sed sha512sum sleep sort stat timeout tr wc"
+GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date grep head hostname mkdir mktemp mv readlink rm sed sha512sum sleep sort stat tail timeout tr wc"
 
 gvz_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 
@@ -202,6 +202,61 @@ gvz_cri_ok() {
     printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 
+# gvz_cri_state ADDRESS : what the running containerd says about its CRI plugin, asked through `ctr plugins ls` (never
+# read from a config file): prints "ok", "down" (no answer on ADDRESS), "absent" (containerd runs without a CRI
+# plugin: disabled), or "<status> <error message>" (the plugin did not load, e.g. "error failed to create CRI ...").
+gvz_cri_state() {
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    if ! _out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null); then
+        echo down
+        return 0
+    fi
+    _st=$(printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF; exit }')
+    case $_st in
+    ok) echo ok ;;
+    '') echo absent ;;
+    *)
+        # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+        _msg=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls -d id==cri 2>/dev/null |
+            awk '/^[ \t]*Message:/ { sub(/^[ \t]*Message:[ \t]*/, ""); print; exit }' | cut -c1-400) || true
+        echo "$_st ${_msg:-(containerd gives no error message)}"
+        ;;
+    esac
+}
+
+# gvz_require_cri ADDRESS CONFIG_DUMP_STATUS DUMP_ERR_FILE DUMP_FILE : refuse (exit 1, nothing written, no restart) unless
+# the running containerd serves CRI on ADDRESS. A restart can only make such a node worse: the restarted containerd
+# would not serve CRI either, so the wait for it would fail and roll back with a second restart. The message names
+# the cause (containerd down, CRI disabled, CRI failed to load, the config on disk rejected) and the fix.
+# CONFIG_DUMP_STATUS is "ok", "rejected" or "missing" for the config on disk; DUMP_FILE is its dump when "ok".
+gvz_require_cri() {
+    _cs=$(gvz_cri_state "$1")
+    [ "$_cs" != ok ] || return 0
+    _disk=
+    case $2 in
+    rejected) _disk=" The config on disk is already broken: the host's containerd rejects $CONTAINERD_CONFIG ($(grep -iE 'level=(error|fatal)|failed|error' "$3" | head -n 1 | cut -c1-300)); fix it first." ;;
+    missing) _disk=" There is no $CONTAINERD_CONFIG; containerd runs on its built-in defaults." ;;
+    esac
+    if [ -f "$CFG" ] && grep -qxF "$GVZ_BEGIN" "$CFG" 2>/dev/null; then
+        _disk="$_disk $CONTAINERD_CONFIG holds gvisorgen's block from an earlier run; if the block is at fault, remove it (the lines between the gvisorgen markers) and restart containerd."
+    fi
+    case $_cs in
+    down)
+        gvz_die "containerd does not answer on $1, so its CRI (what kubelet uses) cannot be checked; nothing was changed and containerd was not restarted.$_disk Fix: start containerd on the host (systemctl status containerd; journalctl -u containerd) and let the installer retry"
+        ;;
+    absent)
+        _dis=
+        if cat "$4" "$CFG" 2>/dev/null | grep -E '^[ \t]*disabled_plugins[ \t]*=' | grep -qE "[\"']((io\.containerd\.grpc\.v1\.)?cri)[\"']"; then
+            _dis=" because $CONTAINERD_CONFIG disables it (disabled_plugins lists \"cri\"; Docker's containerd package ships this, as on a Docker/cri-dockerd node)"
+        fi
+        gvz_die "containerd on $1 runs without its CRI plugin${_dis}: this containerd is not the runtime kubelet uses here (this installer's pod was started by another one), so a runsc runtime in it would never be used; nothing was changed and containerd was not restarted.$_disk Fix: keep the runsc-installer off this node (node affinity), point CONTAINERD_CONFIG at the containerd kubelet uses, or, if kubelet is meant to use this containerd, enable CRI (remove cri from disabled_plugins), restart containerd and let the installer retry"
+        ;;
+    *)
+        gvz_die "containerd on $1 runs, but its CRI plugin failed to load (status ${_cs%% *}: ${_cs#* }); this is the node's state before gvisorgen changed anything, and a restart would not fix it; nothing was changed and containerd was not restarted.$_disk Fix: correct the cause in $CONTAINERD_CONFIG (or the file it names), restart containerd, and let the installer retry"
+        ;;
+    esac
+}
+
 # gvz_wait_cri ADDRESS SECONDS : bounded wait for gvz_cri_ok.
 gvz_wait_cri() {
     _end=$(($(date +%s) + $2))
@@ -293,9 +348,117 @@ gvz_grpc_address() {
     echo "$_a"
 }
 
-# gvz_unknown_keys ERRFILE : containerd's "Ignoring unknown key" warnings, without timestamps, sorted.
+# gvz_unknown_keys ERRFILE : containerd's "Ignoring unknown key" warnings, parsed (logfmt fields, not the line's
+# text): one "plugin=<p> key=<k>" line each, sorted; file, row, column and time are left out, so that the same key
+# ignored in a file at another path or row compares equal.
 gvz_unknown_keys() {
-    grep -i 'unknown key' "$1" | sed 's/time="[^"]*"//' | sort -u || true
+    grep -i 'unknown key' "$1" | awk '
+        function field(name,    re, v) {
+            re = "(^| )" name "=(\"([^\"\\\\]|\\\\.)*\"|[^ ]*)"
+            if (!match($0, re)) return ""
+            v = substr($0, RSTART, RLENGTH); sub(/^ ?[^=]*=/, "", v); gsub(/^"|"$/, "", v); return v
+        }
+        { print "plugin=" field("plugin") " key=" field("key") }' | sort -u || true
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# imports: containerd loads every file an `imports` pattern (Go filepath.Glob; relative to the config's folder) matches.
+
+# gvz_imports FILE... : the entries of each file's top-level `imports` array (a config's text, single- or multi-line,
+# or a dump: 1.x dumps the files it resolved, the config itself among them, 2.x the patterns, with its built-in
+# conf.d pattern added), resolved against the config's folder when relative, one per line, without repeats.
+gvz_imports() {
+    for _f in "$@"; do
+        awk '
+            !on && /^[ \t]*\[/ { exit }
+            !on && /^[ \t]*imports[ \t]*=/ { on = 1; sub(/^[^=]*=/, "") }
+            on {
+                acc = acc " " $0
+                if ($0 ~ /\]/) {
+                    while (match(acc, /"[^"]*"|\047[^\047]*\047/)) { print substr(acc, RSTART + 1, RLENGTH - 2); acc = substr(acc, RSTART + RLENGTH) }
+                    exit
+                }
+            }' "$_f"
+    done | while IFS= read -r _p; do gvz_abs_pattern "$_p"; done | awk '!seen[$0]++'
+}
+
+# gvz_glob_matches PATTERN PATH : status 0 when Go's filepath.Match(PATTERN, PATH) would be true (`*` and `?` never
+# match a slash, `[...]` classes with ^ or ! negation, backslash escapes), decided without the file existing.
+gvz_glob_matches() {
+    awk -v p="$1" -v s="$2" 'BEGIN {
+        re = "^"
+        for (i = 1; i <= length(p); i++) {
+            c = substr(p, i, 1)
+            if (c == "*") re = re "[^/]*"
+            else if (c == "?") re = re "[^/]"
+            else if (c == "\\") { i++; c = substr(p, i, 1); re = re "[" c "]" }
+            else if (c == "[") {
+                j = index(substr(p, i + 1), "]"); if (j == 0) exit 1
+                cls = substr(p, i + 1, j - 1); i += j
+                if (substr(cls, 1, 1) == "!") cls = "^" substr(cls, 2)
+                re = re "[" cls "]"
+            }
+            else if (index(".+(){}|^$", c)) re = re "\\" c
+            else re = re c
+        }
+        exit !(s ~ (re "$"))
+    }'
+}
+
+# gvz_abs_pattern PATTERN : a relative imports pattern resolved against the config's folder, as containerd does.
+gvz_abs_pattern() {
+    case $1 in /*) echo "$1" ;; *) echo "$GVZ_CFG_DIR/$1" ;; esac
+}
+
+# gvz_check_imports FILE... : refuse when an imports pattern of the config (gvz_imports of its text and its dump)
+# matches a file gvisorgen keeps next to it that is not a containerd config (the applied marker, the backup, temp
+# files; the transient candidate is left out of every import list gvisorgen validates with): containerd would load
+# it at its next start (the applied marker is not TOML: containerd would not start). Notes when RUNSC_CONFIG is
+# matched: containerd then loads the shim's options file as a config too (2.x logs its keys as unknown, nothing else).
+gvz_check_imports() {
+    gvz_imports "$@" >"$GVZ_TMP/imports"
+    while IFS= read -r _p; do
+        _hit=
+        for _f in "$GVZ_APPLIED" "$GVZ_BACKUP" "$GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1"; do
+            if gvz_glob_matches "$_p" "$_f"; then _hit="$_hit $_f"; fi
+        done
+        if [ -n "$_hit" ]; then
+            gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_hit" | sed 's/^ //; s/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry"
+        fi
+        if gvz_glob_matches "$_p" "$RUNSC_CONFIG"; then
+            gvz_log "note: the imports pattern $_p also matches $RUNSC_CONFIG, so containerd loads the shim's options file as a config too (2.x logs its keys as unknown; nothing else changes); set RUNSC_CONFIG (values: runscConfig) to a name the pattern does not match to avoid it"
+        fi
+    done <"$GVZ_TMP/imports"
+}
+
+# gvz_self_importing FILE... : status 0 when an imports pattern of the config (gvz_imports) matches CONTAINERD_CONFIG
+# itself. A copy validated next to it would then import the live file (containerd skips only the file it started with).
+gvz_self_importing() {
+    gvz_imports "$@" | while IFS= read -r _p; do
+        if gvz_glob_matches "$_p" "$CONTAINERD_CONFIG"; then echo y; fi
+    done | grep -q y
+}
+
+# gvz_to_check SRC IMPORTS : writes SRC to the candidate path for `config dump`. When the config imports itself (see
+# gvz_self_importing; IMPORTS lists its patterns, from gvz_imports), the copy gets an explicit `imports` list: every file
+# the patterns match on the host now, except CONTAINERD_CONFIG and the candidate, so that the copy loads exactly what
+# containerd loads when it starts from CONTAINERD_CONFIG.
+gvz_to_check() {
+    if [ -z "${GVZ_SELF_IMPORT:-}" ]; then
+        cp "$1" "$HOST_ROOT$GVZ_CHECK"
+        return
+    fi
+    # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, in glob order
+    _files=$(gvz_host sh -c 'while IFS= read -r p; do for f in $p; do [ ! -f "$f" ] || echo "$f"; done; done' <"$2" |
+        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" '$0 != a && $0 != b && !seen[$0]++ { printf "%s\"%s\"", (n++ ? ", " : ""), $0 }')
+    {
+        printf 'imports = [%s]\n' "$_files"
+        awk '
+            !intable && /^[ \t]*\[/ { intable = 1 }
+            !intable && skip { if ($0 ~ /\]/) skip = 0; next }
+            !intable && /^[ \t]*imports[ \t]*=/ { if ($0 !~ /\]/) skip = 1; next }
+            { print }' "$1"
+    } >"$HOST_ROOT$GVZ_CHECK"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -309,15 +472,36 @@ gvz_block_count() {
     awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '$0 == b { nb++ } $0 == e { ne++ } END { print nb + 0, ne + 0 }' "$1"
 }
 
-# gvz_strip_block FILE : the file without the managed block (and the one blank line written before it).
+# The block carries this line when the file before it ended without a newline (the block is then preceded by the
+# newline gvisorgen added and the blank line), so that removing the block gives the original bytes back exactly.
+GVZ_NO_EOL='# gvisorgen: the config before this block ended without a newline (removing the block restores that)'
+
+# gvz_ends_without_eol FILE : status 0 when FILE is not empty and its last byte is not a newline.
+gvz_ends_without_eol() { [ -s "$1" ] && [ -n "$(tail -c 1 "$1")" ]; }
+
+# gvz_strip_block FILE : the file without the managed block, byte for byte what it was before gvisorgen added it: the
+# blank line written before the block goes too, and a file that ended without a newline ends without one again
+# (GVZ_NO_EOL inside the block says so). A file without a (complete) block is printed unchanged.
 gvz_strip_block() {
-    awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '
+    set -- "$1" "$(gvz_block_count "$1")"
+    if [ "$2" = "0 0" ]; then
+        cat "$1"
+        return 0
+    fi
+    awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" -v f="$GVZ_NO_EOL" '
         { line[NR] = $0 }
         $0 == b { bi = NR }
         $0 == e { ei = NR }
+        $0 == f { fi = NR }
         END {
-            if (bi && ei >= bi) { from = bi; to = ei; if (bi > 1 && line[bi - 1] == "") from = bi - 1 }
-            for (i = 1; i <= NR; i++) if (!(from && i >= from && i <= to)) print line[i]
+            noeol = 0
+            if (bi && ei >= bi) {
+                from = bi; to = ei; if (bi > 1 && line[bi - 1] == "") from = bi - 1
+                noeol = (fi > bi && fi < ei)
+            }
+            n = 0
+            for (i = 1; i <= NR; i++) if (!(from && i >= from && i <= to)) out[++n] = line[i]
+            for (i = 1; i <= n; i++) printf "%s%s", out[i], (i < n || !noeol) ? "\n" : ""
         }' "$1"
 }
 
@@ -443,4 +627,23 @@ gvz_atomic_copy() {
     cp "$1" "$_t" || return 1
     chmod "$3" "$_t" || return 1
     mv -f "$_t" "$2"
+}
+
+# gvz_cas_replace SNAPSHOT SRC DEST_HOSTROOTED MODE : compare-and-swap. Stages SRC next to DEST (copy, chmod), then,
+# immediately before the rename, checks that DEST still holds exactly the bytes of SNAPSHOT (SNAPSHOT "": that DEST
+# still does not exist); status 3 without touching DEST when it does not (another writer changed it since it was
+# read), 1 when staging or the rename fails. POSIX sh has no atomic compare-and-rename: a write that lands between
+# the check (one cmp) and the rename (one mv) is still lost. Everything else (staging, chmod) happens before the check
+# to keep that window as small as the shell allows.
+gvz_cas_replace() {
+    _t=${3%/*}/.${3##*/}.gvisorgen-tmp.$$
+    GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $_t"
+    cp "$2" "$_t" || return 1
+    chmod "$4" "$_t" || return 1
+    if [ -n "$1" ]; then
+        cmp -s "$1" "$3" || { rm -f "$_t"; return 3; }
+    else
+        [ ! -e "$3" ] || { rm -f "$_t"; return 3; }
+    fi
+    mv -f "$_t" "$3"
 }

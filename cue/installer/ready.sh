@@ -1,17 +1,21 @@
 #!/bin/sh
 # ready.sh: readiness probe of the runsc-installer DaemonSet's main container (exec probe: sh /gvisorgen/ready.sh).
 #
-# Exit 0 only when the node's real state is what the mode asks for, so that `kubectl rollout status` of the DaemonSet
-# means "every node has gVisor" (or, in uninstall mode, "no node has it any more"):
-#   install mode:   the stamp in INSTALL_DIR names GVISOR_VERSION and this arch, every installed file it lists exists
-#                   and is executable, CONTAINERD_CONFIG is byte for byte the config that configure-containerd
-#                   validated and saw containerd come back with (CONTAINERD_CONFIG.gvisorgen-applied), runsc.toml
-#                   exists when gvisorgen's block references it, and containerd answers with its CRI plugin loaded;
+# Exit 0 only when the node's state on disk is what the mode asks for, so that `kubectl rollout status` of the DaemonSet
+# means "every node has gVisor" (or, in uninstall mode, "no node has it any more"). It only reads files (the container
+# is unprivileged, root filesystem and host mounts read-only, and runs no host command): containerd's CRI was checked
+# by the init containers (configure-containerd verifies it last, before the pod can become Ready). Ready means
+# "installed, configured and verified at install, and still intact on disk":
+#   install mode:   the stamp in INSTALL_DIR names GVISOR_VERSION and this arch, every installed file it lists exists,
+#                   is executable and still has the sha512 the stamp records, CONTAINERD_CONFIG is byte for byte the
+#                   config that configure-containerd validated and saw containerd serve CRI with
+#                   (CONTAINERD_CONFIG.gvisorgen-applied), and, when gvisorgen's block is in it, runsc.toml is byte
+#                   for byte the one configure-containerd wrote;
 #   uninstall mode: no stamp, no runsc/shim that gvisorgen installed, no gvisorgen block in the config, no
-#                   gvisorgen runsc.toml, and containerd answers with CRI loaded.
-# Cheap on purpose (it runs every few seconds): no hashing of the binaries (install-runsc does that), one `ctr`.
-# Environment: the same as the init containers (HOST_ROOT HOST_EXEC GVISOR_MODE GVISOR_VERSION INSTALL_DIR
-#   CONTAINERD_CONFIG RUNSC_CONFIG); the generator must set them on the main container too.
+#                   gvisorgen runsc.toml, no applied marker.
+# Cost per run: one sha512 of each installed file (runsc and the shim: tens of MB), the config and runsc.toml.
+# Environment: the same as the init containers (HOST_ROOT GVISOR_MODE GVISOR_VERSION INSTALL_DIR CONTAINERD_CONFIG
+#   RUNSC_CONFIG); the generator must set them on the main container too.
 set -eu
 GVZ_NAME=ready
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -33,7 +37,6 @@ not_ready() {
 
 has_block() { [ -f "$CFG" ] && grep -qxF "$GVZ_BEGIN" "$CFG"; }
 
-addr=/run/containerd/containerd.sock
 if [ "$GVISOR_MODE" = install ]; then
     gvz_check_version
     arch=$(gvz_arch)
@@ -43,17 +46,21 @@ if [ "$GVISOR_MODE" = install ]; then
     for f in runsc containerd-shim-runsc-v1 $(awk '$1 == "file" { print $3 }' "$STAMP"); do
         if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
     done
+    awk '$1 == "file" { print $2, $3 }' "$STAMP" | while read -r sum f; do
+        [ "$(gvz_sha512 "$IDIR/$f")" = "$sum" ] || not_ready "$INSTALL_DIR/$f no longer has the sha512 the stamp records (changed since install-runsc verified it)"
+    done
     [ -f "$CFG" ] || not_ready "no $CONTAINERD_CONFIG"
+    [ -r "$CFG" ] || not_ready "cannot read $CONTAINERD_CONFIG (mode $(stat -c %a "$CFG")): the probe runs unprivileged and needs it readable"
     [ -f "$APPLIED" ] || not_ready "containerd was never seen running with the runsc runtime ($GVZ_APPLIED missing)"
     [ "$(head -n 1 "$APPLIED")" = "$(gvz_sha512 "$CFG")" ] || not_ready "$CONTAINERD_CONFIG changed since configure-containerd validated it"
-    if has_block; then [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"; fi
-    a=$(sed -n 2p "$APPLIED")
-    [ -z "$a" ] || addr=$a
+    if has_block; then
+        [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"
+        [ "$(sed -n 3p "$APPLIED")" = "$(gvz_sha512 "$RCFG")" ] || not_ready "$RUNSC_CONFIG changed since configure-containerd wrote it"
+    fi
 else
     [ ! -e "$STAMP" ] || not_ready "the stamp $GVZ_STAMP is still there"
     ! has_block || not_ready "gvisorgen's block is still in $CONTAINERD_CONFIG"
     [ ! -e "$APPLIED" ] || not_ready "$GVZ_APPLIED is still there"
     if [ -f "$RCFG" ] && head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then not_ready "$RUNSC_CONFIG is still there"; fi
 fi
-gvz_cri_ok "$addr" || not_ready "containerd does not answer on $addr with its CRI plugin loaded"
 exit 0

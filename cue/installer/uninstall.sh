@@ -37,8 +37,13 @@ first_error() { grep -iE 'level=(error|fatal)|failed|error' "$1" | head -n 1 | c
 
 # --- the config's socket, then: any gVisor container left? --------------------------------------------------------------
 addr=/run/containerd/containerd.sock
-if [ -f "$CFG" ] && gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
-    addr=$(gvz_grpc_address "$T/cur.dump")
+cur_state=missing
+if [ -f "$CFG" ]; then
+    cur_state=rejected
+    if gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
+        cur_state=ok
+        addr=$(gvz_grpc_address "$T/cur.dump")
+    fi
 fi
 # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
 nss=$(timeout 20 $GVZ_HX ctr --address "$addr" namespaces ls -q 2>"$T/ctr.err") ||
@@ -75,8 +80,18 @@ if [ -f "$CFG" ]; then
     case "$1 $2" in
     "0 0") gvz_log "no gvisorgen block in $CONTAINERD_CONFIG" ;;
     "1 1")
+        # Removing the block means a restart: only when the running containerd serves CRI (else it would not come
+        # back with CRI either; refuse, nothing changed, zero restarts).
+        gvz_require_cri "$addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
         gvz_strip_block "$T/current" >"$T/candidate"
         cp "$T/candidate" "$CHECK"
+        GVZ_SELF_IMPORT=
+        if gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" && gvz_self_importing "$T/candidate" "$T/cand.dump"; then
+            # the copy imports the live config (block and all): validate it with the patterns' files spelled out
+            GVZ_SELF_IMPORT=1
+            gvz_imports "$T/candidate" "$T/cand.dump" >"$T/imports.list"
+            gvz_to_check "$T/candidate" "$T/imports.list"
+        fi
         gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
             gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/cand.err")); not touching it"
         p=$(gvz_dump_prefix "$T/cand.dump")
@@ -88,10 +103,18 @@ if [ -f "$CFG" ]; then
             gvz_log "a runsc runtime outside gvisorgen's block stays in $CONTAINERD_CONFIG"
         fi
         rm -f "$CHECK"
+        new_backup=
         if [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
             gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
+            new_backup=1
         fi
-        gvz_atomic_copy "$T/candidate" "$CFG" "$mode" || gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+        rc=0
+        gvz_cas_replace "$T/current" "$T/candidate" "$CFG" "$mode" || rc=$?
+        if [ "$rc" -ne 0 ]; then
+            if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
+            [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
+            gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+        fi
         gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
         changed=1
         ;;

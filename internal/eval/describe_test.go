@@ -3,12 +3,13 @@ package eval
 import (
 	"os"
 
-	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/format"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/format"
 )
 
 // TestEveryPatternIsDescribed: every pattern of the module (the values'

@@ -244,3 +244,114 @@ func TestArchAffinityInEveryDaemonSet(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallerContainersLeastMounts: in every rendered installer DaemonSet each
+// container has a read-only root filesystem, an ephemeral-storage request and
+// /tmp on the pod's size-bounded emptyDir, and each init container mounts only
+// the host folders its script uses (install-runsc: the install dir and the
+// state dir; configure-containerd: the containerd dir and the state dir);
+// runsc-ready reads all three.
+func TestInstallerContainersLeastMounts(t *testing.T) {
+	dss, _ := filepath.Glob(filepath.Join(repoRoot, "generated", "*", "daemonset-runsc-installer.yaml"))
+	if len(dss) == 0 {
+		t.Fatal("no rendered DaemonSet")
+	}
+	type container struct {
+		Name      string
+		Resources struct {
+			Requests map[string]string
+		}
+		SecurityContext struct {
+			ReadOnlyRootFilesystem   bool  `json:"readOnlyRootFilesystem"`
+			Privileged               *bool `json:"privileged"`
+			AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
+			RunAsNonRoot             *bool `json:"runAsNonRoot"`
+			RunAsUser                *int  `json:"runAsUser"`
+			Capabilities             struct {
+				Drop []string
+				Add  []string
+			}
+		} `json:"securityContext"`
+		VolumeMounts []struct {
+			Name      string
+			MountPath string `json:"mountPath"`
+			ReadOnly  bool   `json:"readOnly"`
+		} `json:"volumeMounts"`
+	}
+	want := map[string][]string{
+		"install-runsc":        {"scripts", "tmp", "host-install-dir", "host-state"},
+		"configure-containerd": {"scripts", "tmp", "host-containerd", "host-state"},
+		"runsc-ready":          {"scripts", "tmp", "host-install-dir", "host-containerd", "host-state"},
+	}
+	for _, file := range dss {
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						InitContainers []container `json:"initContainers"`
+						Containers     []container
+						Volumes        []struct {
+							Name     string
+							EmptyDir *struct {
+								SizeLimit string `json:"sizeLimit"`
+							} `json:"emptyDir"`
+						}
+					}
+				}
+			}
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &ds); err != nil {
+			t.Fatal(err)
+		}
+		s := ds.Spec.Template.Spec
+		tmpOK := false
+		for _, v := range s.Volumes {
+			if v.Name == "tmp" && v.EmptyDir != nil && v.EmptyDir.SizeLimit != "" {
+				tmpOK = true
+			}
+		}
+		if !tmpOK {
+			t.Errorf("%s: no emptyDir volume tmp with a sizeLimit", file)
+		}
+		all := append(append([]container{}, s.InitContainers...), s.Containers...)
+		if len(all) != 3 {
+			t.Errorf("%s: want 3 containers (install mode), got %d", file, len(all))
+		}
+		for _, c := range all {
+			if !c.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("%s: %s: root filesystem not read-only", file, c.Name)
+			}
+			if c.Resources.Requests["ephemeral-storage"] == "" {
+				t.Errorf("%s: %s: no ephemeral-storage request", file, c.Name)
+			}
+			var got []string
+			for _, m := range c.VolumeMounts {
+				got = append(got, m.Name)
+				if m.Name == "tmp" && m.MountPath != "/tmp" {
+					t.Errorf("%s: %s: tmp mounted at %s", file, c.Name, m.MountPath)
+				}
+			}
+			if !slices.Equal(got, want[c.Name]) {
+				t.Errorf("%s: %s mounts %v, want %v", file, c.Name, got, want[c.Name])
+			}
+			if c.Name == "runsc-ready" {
+				// the long-running container: unprivileged, not root, no capabilities, host folders read-only
+				sc := c.SecurityContext
+				if sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+					sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 ||
+					!slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+					t.Errorf("%s: runsc-ready is not unprivileged: %+v", file, sc)
+				}
+				for _, m := range c.VolumeMounts {
+					if strings.HasPrefix(m.Name, "host-") && !m.ReadOnly {
+						t.Errorf("%s: runsc-ready mounts %s read-write", file, m.Name)
+					}
+				}
+			}
+		}
+	}
+}

@@ -32,7 +32,7 @@ var allowed = []struct{ file, value, why string }{
 	{"internal/cache/key.go", "cue", `a section label in the cache key's hash stream (k.field("section", ...)), not a path`},
 	{"internal/cache/key.go", "targets", `a label in the cache key's hash stream (k.field("section"/"targets", ...)), not a path`},
 	{"internal/cache/key.go", "patches", `a section label in the cache key's hash stream, not a path`},
-	{"internal/eval/eval.go", "targets", "the CUE field `targets` (inline targets in cue/targets.cue), looked up with cue.ParsePath, not a folder"},
+	{"internal/eval/targets.go", "targets", "the CUE field `targets` (inline targets in cue/targets.cue), looked up with cue.ParsePath, not a folder"},
 }
 
 // TestOnlyLayoutSpellsFolders: no Go file of the program (internal/, cmd/;
