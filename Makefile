@@ -4,11 +4,15 @@ CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gvisorgen
 TOOLBIN   := $(CACHE)/bin
 KUSTOMIZE_VERSION := v5.8.2
 CUE_VERSION       := v0.17.1
+KUBE_SCORE_VERSION := v1.20.0
+TRIVY_VERSION      := v0.74.0
 KUSTOMIZE := $(TOOLBIN)/kustomize-$(KUSTOMIZE_VERSION)
 CUE       := $(TOOLBIN)/cue-$(CUE_VERSION)
+KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
+TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-node test-node-e2e e2e e2e-cluster bench schemas docs fmt lint clean
+.PHONY: all build generate check vet test test-node test-node-e2e e2e e2e-cluster bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -59,6 +63,14 @@ e2e-cluster:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e.sh
 
+## scan: kube-score on the committed generated/ and smoke/ (make check keeps them fresh); every finding must be justified in ci/scan/accepted.tsv (README, Security)
+scan: $(KUBE_SCORE)
+	$(GO) run ./ci/scan -kube-score $(KUBE_SCORE)
+
+## scan-all: scan plus trivy config (built from its Go module: a heavy cold build, see the README)
+scan-all: $(KUBE_SCORE) $(TRIVY)
+	$(GO) run ./ci/scan -kube-score $(KUBE_SCORE) -trivy $(TRIVY)
+
 ## bench: gvisorgen vs cue export + kustomize build vs helm template; writes BENCHMARKS.md
 bench:
 	GO=$(GO) bash ci/bench/run.sh
@@ -85,6 +97,17 @@ $(CUE):
 	mkdir -p $(TOOLBIN)/tmp-cue
 	GOBIN=$(TOOLBIN)/tmp-cue $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 	mv $(TOOLBIN)/tmp-cue/cue $@ && rmdir $(TOOLBIN)/tmp-cue
+
+$(KUBE_SCORE):
+	mkdir -p $(TOOLBIN)/tmp-kube-score
+	GOBIN=$(TOOLBIN)/tmp-kube-score $(GO) install github.com/zegl/kube-score/cmd/kube-score@$(KUBE_SCORE_VERSION)
+	mv $(TOOLBIN)/tmp-kube-score/kube-score $@ && rmdir $(TOOLBIN)/tmp-kube-score
+
+# trivy builds only with Go's JSON v2 experiment (its own release builds set it).
+$(TRIVY):
+	mkdir -p $(TOOLBIN)/tmp-trivy
+	GOEXPERIMENT=jsonv2 GOBIN=$(TOOLBIN)/tmp-trivy $(GO) install github.com/aquasecurity/trivy/cmd/trivy@$(TRIVY_VERSION)
+	mv $(TOOLBIN)/tmp-trivy/trivy $@ && rmdir $(TOOLBIN)/tmp-trivy
 
 clean:
 	rm -rf .bin

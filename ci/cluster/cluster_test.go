@@ -45,6 +45,7 @@ type Cluster struct {
 	// state the scenarios leave for the next (so that each can also run alone: see the ensure* helpers)
 	installed string            // the gVisor version installed by the product, "" when none is
 	generated string            // "<version> <mode>" the generated folder was last rendered for
+	noQuota   bool              // render the target without its priority-class quota (scenario 2q)
 	states    map[string]string // a harness pod's "containerID restartCount phase" when it was last checked
 }
 
@@ -106,6 +107,9 @@ func (c *Cluster) start() error {
 		return err
 	}
 	c.env = env
+	if err := c.writeAdmissionConfig(); err != nil {
+		return err
+	}
 	if err := c.makeCgroups(); err != nil {
 		return err
 	}

@@ -113,7 +113,8 @@ export PATH=$B:$HOSTPATH
 	--service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$C/sa.pub" \
 	--service-account-signing-key-file="$C/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
 	--authorization-mode=Node,RBAC --token-auth-file="$C/tokens.csv" --endpoint-reconciler-type=none \
-	--allow-privileged=true --kubelet-preferred-address-types=InternalIP >"$L/apiserver.log" 2>&1 &
+	--allow-privileged=true --kubelet-preferred-address-types=InternalIP \
+	--admission-control-config-file="$C/admission.yaml" >"$L/apiserver.log" 2>&1 &
 waitfor "apiserver readyz" 120 sh -c "curl -sfk -H 'Authorization: Bearer $(cut -d, -f1 "$C/admin.token")' https://127.0.0.1:6443/readyz | grep -qx ok"
 "$B/kube-controller-manager" --kubeconfig="$C/admin.kubeconfig" --leader-elect=false \
 	--service-account-private-key-file="$C/sa.key" --root-ca-file="$W/certs/apiserver.crt" --flex-volume-plugin-dir="$W/plugins" \

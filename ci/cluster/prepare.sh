@@ -157,6 +157,8 @@ node_files() { # V
 	local v=$1 cw=$W/c$1 H
 	H=$cw/host
 	mkdir -p "$cw/run/logs" "$cw/run/systemd" "$cw/conf" "$H/etc-containerd" "$H/usr-local-bin" "$H/usr-local-sbin" "$cw/cni" "$cw/pv/smoke" "$cw/plugins" "$cw/repo/targets"
+	# the smoke pod runs as nobody: its volume's folder is world-writable, as local-path-provisioner makes its folders
+	chmod 0777 "$cw/pv/smoke"
 	cp -r cue "$cw/repo/cue"
 	cp "$P"/* "$cw/conf/"
 	printf '/etc/containerd etc-containerd\n/usr/local/bin usr-local-bin\n/usr/local/sbin usr-local-sbin\n' >"$cw/binds"

@@ -43,11 +43,12 @@ gvisor:
   installer:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
+    priorityQuota: {create: %t}
   runsc:
     config: {network: "none"}
 smoke:
   image: %s
-`, version, mirror, mode, imgDigest, img)
+`, version, mirror, mode, imgDigest, !c.noQuota, img)
 	return os.WriteFile(c.targetFile(), []byte(y), 0o644)
 }
 

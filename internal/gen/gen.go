@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
@@ -58,6 +59,14 @@ func Build(opts eval.Options) (*Output, error) {
 		return nil, invalid(err)
 	}
 	lap(&tm.Evaluate)
+	// What Argo CD's project would refuse on the cluster is refused here.
+	probs, err := projectProblems(res)
+	if err != nil {
+		return nil, err
+	}
+	if len(probs) > 0 {
+		return nil, &Invalid{Err: errors.New(strings.Join(probs, "\n"))}
+	}
 	// The rules CUE does not express (cross-field checks, policies) hold
 	// before anything is written, not only under `vet`.
 	facts, err := vet.FactsOf(ev)

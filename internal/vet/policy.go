@@ -25,6 +25,7 @@ var Policies = map[string]string{
 	"mutable-image":        "every image is pinned by a release tag or a digest, never latest or no tag",
 	"unpinned-release":     "the profile requires a pinned sha512 for every artifact its nodes install",
 	"unpinned-image":       "the profile requires the installer image pinned by digest",
+	"runsc-isolation":      "no runsc flag that hands the host, or the sandbox's configuration, to the workload (RunscFlags)",
 }
 
 // Handler is the only RuntimeClass handler the installer configures.

@@ -33,6 +33,7 @@ type Report struct {
 // types maps apiVersion/kind to a constructor of its Go type.
 var types = map[string]func() any{
 	"v1/Namespace":                                    func() any { return &corev1.Namespace{} },
+	"v1/ResourceQuota":                                func() any { return &corev1.ResourceQuota{} },
 	"v1/ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
 	"v1/ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
 	"v1/Pod":                                          func() any { return &corev1.Pod{} },
@@ -106,6 +107,8 @@ func Targets(ts []eval.Target, f Facts) Report {
 			}
 		}
 		errs, warns := pinFindings(t)
+		rerrs, rwarns := runscFindings(t)
+		errs, warns = append(errs, rerrs...), append(warns, rwarns...)
 		for _, f := range errs {
 			if !w.waived(f.policy) {
 				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s", t.Name, f.msg))
