@@ -58,7 +58,7 @@ e2e:
 	sh ci/k8s/build.sh
 	sh ci/apiserver/test.sh
 
-## e2e-cluster: the product on a real single-node cluster (kubelet, containerd 1.6 and 2.4.2): install, re-run, upgrade, uninstall, broken artifact
+## e2e-cluster: the product on a real single-node cluster (kubelet, containerd 1.6 and 2.4.2): GKE-style admission, install, restricted smoke, overhead, re-run, readiness probe, upgrade, uninstall, broken artifact
 e2e-cluster:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e.sh
