@@ -178,11 +178,7 @@ func TestExactRestore(t *testing.T) {
 				h.setConfig(orig)
 				h.startContainerd()
 				h.mustRun("install-runsc.sh", nil)
-				r0 := h.restarts()
-				h.mustRun("configure-containerd.sh", nil)
-				if got := h.restarts() - r0; got != 1 {
-					t.Fatalf("install: want 1 restart, got %d", got)
-				}
+				h.mustRunRestarts("configure-containerd.sh", nil, 1)
 				installed := h.config()
 				if !strings.HasPrefix(installed, orig) {
 					t.Fatalf("the original bytes are not kept before the block:\n%q", installed)
@@ -198,11 +194,7 @@ func TestExactRestore(t *testing.T) {
 				if h.config() != installed || h.restarts() != r1 {
 					t.Fatalf("second run changed the config or restarted (%d):\n%q", h.restarts()-r1, h.config())
 				}
-				r2 := h.restarts()
-				h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
-				if got := h.restarts() - r2; got != 1 {
-					t.Fatalf("uninstall: want 1 restart, got %d", got)
-				}
+				h.mustRunRestarts("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"}, 1)
 				if got := h.config(); got != orig {
 					t.Fatalf("uninstall did not restore the original bytes:\n%q\nwant\n%q", got, orig)
 				}
@@ -325,11 +317,7 @@ func TestBothReadersOfVersion2(t *testing.T) {
 				h.setConfig(c.cfg)
 				h.startContainerd()
 				h.mustRun("install-runsc.sh", nil)
-				r0 := h.restarts()
-				h.mustRun("configure-containerd.sh", nil)
-				if got := h.restarts() - r0; got != 1 {
-					t.Fatalf("want 1 restart, got %d", got)
-				}
+				h.mustRunRestarts("configure-containerd.sh", nil, 1)
 				cfg := h.config()
 				block := cfg[strings.Index(cfg, beginMarker):]
 				if got := strings.Contains(block, minimalRuncV2); got != c.wantMinimal {
@@ -413,11 +401,7 @@ func TestImportGlobs(t *testing.T) {
 				h.setConfig(orig)
 				h.startContainerd()
 				h.mustRun("install-runsc.sh", nil)
-				r0 := h.restarts()
-				h.mustRun("configure-containerd.sh", nil)
-				if got := h.restarts() - r0; got != 1 {
-					t.Fatalf("first run: want 1 restart, got %d", got)
-				}
+				h.mustRunRestarts("configure-containerd.sh", nil, 1)
 				first := h.config()
 				if countLines(first, beginMarker) != 1 || !strings.HasPrefix(first, orig) {
 					t.Fatalf("want the original and one block:\n%s", first)
@@ -425,13 +409,9 @@ func TestImportGlobs(t *testing.T) {
 				runscToml := h.read("/etc/containerd/runsc.toml")
 				h.checkReal(true)
 				for i := 2; i <= 3; i++ {
-					r1 := h.restarts()
-					r := h.mustRun("configure-containerd.sh", nil)
+					r := h.mustRunRestarts("configure-containerd.sh", nil, 0)
 					if h.config() != first || h.read("/etc/containerd/runsc.toml") != runscToml {
 						t.Fatalf("run %d changed a file:\n%s", i, h.config())
-					}
-					if got := h.restarts() - r1; got != 0 {
-						t.Fatalf("run %d: want 0 restarts, got %d", i, got)
 					}
 					if strings.Contains(r.Output, "already exists outside gvisorgen's block") {
 						t.Fatalf("run %d took its own block, imported through the glob, for a hand-written runtime:\n%s", i, r.Output)

@@ -241,6 +241,17 @@ func (h *Host) mustRun(script string, env map[string]string) Result {
 	return r
 }
 
+// mustRunRestarts runs a script that must succeed and restart containerd exactly want times.
+func (h *Host) mustRunRestarts(script string, env map[string]string, want int) Result {
+	h.t.Helper()
+	r0 := h.restarts()
+	r := h.mustRun(script, env)
+	if got := h.restarts() - r0; got != want {
+		h.t.Fatalf("%s: want %d containerd restarts, got %d", script, want, got)
+	}
+	return r
+}
+
 // mustFail asserts a non-zero exit whose output matches re.
 func (h *Host) mustFail(script string, env map[string]string, re string) Result {
 	h.t.Helper()

@@ -81,13 +81,21 @@ var ident = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 // user path, and what the user may have meant: a key that breaks the rule of
 // a map's keys, a near spelling, the same key elsewhere, or the keys taken.
 func (e *Evaluator) unknownAt(root cue.Value, path string) string {
-	parts := splitPath(path)
-	if len(parts) == 0 {
+	sels, err := userSels(path)
+	if err != nil || len(sels) == 0 || sels[len(sels)-1].Type() != cue.StringLabel {
 		return notAllowed
+	}
+	var parts []string
+	for _, s := range sels {
+		if s.Type() == cue.IndexLabel {
+			parts = append(parts, fmt.Sprint(s.Index()))
+		} else {
+			parts = append(parts, s.Unquoted())
+		}
 	}
 	key := parts[len(parts)-1]
 	parentPath := strings.Join(parts[:len(parts)-1], ".")
-	parent := schemaAt(root, parentPath)
+	parent := schemaAtSels(root, sels[:len(sels)-1])
 	if rule := e.keyRule(parent); rule != "" {
 		return fmt.Sprintf("invalid key %q: want %s", key, rule)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -203,13 +202,9 @@ func (e *Evaluator) schemaRoot(root string) cue.Value {
 
 // inputPositions are the positions of a field in the user's inputs.
 func inputPositions(ins []cue.Value, path string) []token.Pos {
-	var sels []cue.Selector
-	for _, p := range splitPath(path) {
-		if n, err := strconv.Atoi(p); err == nil {
-			sels = append(sels, cue.Index(n))
-		} else {
-			sels = append(sels, cue.Str(p))
-		}
+	sels, err := userSels(path)
+	if err != nil {
+		return nil
 	}
 	var out []token.Pos
 	for _, in := range ins {

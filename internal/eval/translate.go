@@ -127,16 +127,24 @@ func (e *Evaluator) aboutField(root cue.Value, path string) string {
 }
 
 // schemaAt is a schema's field at a user path (list indices match any
-// element).
+// element); a path that does not parse matches nothing.
 func schemaAt(root cue.Value, path string) cue.Value {
+	sels, err := userSels(path)
+	if err != nil {
+		return cue.Value{}
+	}
+	return schemaAtSels(root, sels)
+}
+
+func schemaAtSels(root cue.Value, sels []cue.Selector) cue.Value {
 	v := root
-	for _, s := range splitPath(path) {
-		if _, err := strconv.Atoi(s); err == nil {
+	for _, sel := range sels {
+		if sel.Type() == cue.IndexLabel {
 			v = v.LookupPath(cue.MakePath(cue.AnyIndex))
 		} else {
-			next := v.LookupPath(cue.MakePath(cue.Str(s)))
+			next := v.LookupPath(cue.MakePath(sel))
 			if !next.Exists() {
-				next = v.LookupPath(cue.MakePath(cue.Str(s).Optional()))
+				next = v.LookupPath(cue.MakePath(sel.Optional()))
 			}
 			if !next.Exists() {
 				next = v.LookupPath(cue.MakePath(cue.AnyString))
@@ -150,32 +158,13 @@ func schemaAt(root cue.Value, path string) cue.Value {
 	return v
 }
 
-// splitPath splits a user path at its dots, keeping quoted labels whole.
-func splitPath(path string) []string {
+// userSels parses a path as messages print it (and --set takes it): labels
+// joined by dots, quoted where needed, list indices as numbers.
+func userSels(path string) ([]cue.Selector, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
-	var out []string
-	var cur strings.Builder
-	quoted := false
-	for _, r := range path {
-		switch {
-		case r == '"':
-			quoted = !quoted
-		case r == '.' && !quoted:
-			out = append(out, cur.String())
-			cur.Reset()
-			continue
-		}
-		cur.WriteRune(r)
-	}
-	out = append(out, cur.String())
-	for i, s := range out {
-		if u, err := strconv.Unquote(s); err == nil {
-			out[i] = u
-		}
-	}
-	return out
+	return setPath(path)
 }
 
 var typeNames = map[string]bool{"string": true, "int": true, "float": true, "number": true, "bool": true, "bytes": true, "struct": true, "list": true, "null": true}
