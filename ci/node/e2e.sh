@@ -5,7 +5,12 @@
 # (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden): a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
-# busybox httpd serving a release (Debian's runsc 20221219 + the matching 2022 shim) on 127.0.0.1, pinned (plain http).
+# busybox httpd serving two releases on 127.0.0.1, pinned (plain http), both built from the current gVisor
+# (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc beside a 2022 shim, which containerd 1.6
+# can start) and 20260905 in the archive layout (the current runsc and shim, gvisor-bin/gvisor_sentry).
+# Runs: 1.6 installs 20240212; 2.4.2 installs 20260905. The sandbox network is on (runsc's default): the pod shows
+# its CNI address. runsc logs to a debug folder: the archive runs prove that runsc booted the sandbox with the
+# gvisor_sentry sidecar where the installer put it.
 # The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the host tree
 # at /host and the default HOST_EXEC (nsenter into PID 1's namespaces). Then: ready.sh passes, a CRI pod with runtime
 # handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
@@ -18,23 +23,25 @@ USERNSRUN=$E2E/usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)
 
 if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	C24=$cache/containerd-v2.4.2/containerd
-	for f in /usr/bin/containerd "$C24" /usr/bin/runsc /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
+	G=$(sh ci/gvisor/build.sh --dir)
+	for f in /usr/bin/containerd "$C24" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
+	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	pass=0 fail=0
-	for run in "16 onpath" "24 onpath" "16 offpath" "24 offpath"; do
-		# shellcheck disable=SC2086 # "containerd mode", split on purpose
+	for run in "16 onpath 20240212" "24 onpath 20260905" "16 offpath 20240212" "24 offpath 20260905"; do
+		# shellcheck disable=SC2086 # "containerd mode tag", split on purpose
 		set -- $run
 		v=$1
 		bin=/usr/bin/containerd
 		[ "$v" = 16 ] || bin=$C24
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2"; then
-			echo "e2e: containerd $v, install dir $2: PASS in $(($(date +%s) - t0))s"
+		if GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3"; then
+			echo "e2e: containerd $v, install dir $2, gVisor $3: PASS in $(($(date +%s) - t0))s"
 			pass=$((pass + 1))
 		else
-			echo "e2e: containerd $v, install dir $2: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			echo "e2e: containerd $v, install dir $2, gVisor $3: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
 			fail=$((fail + 1))
 			continue
 		fi
@@ -46,7 +53,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 fi
 
 # ---- inside the simulated node (PID 1 of new namespaces) ---------------------------------------------------------------
-V=$1 CTRD=$2 W=$3 MODE=$4
+V=$1 CTRD=$2 W=$3 MODE=$4 TAG=$5
 IDIR=/usr/local/bin EXTRA=()
 if [ "$MODE" = offpath ]; then
 	# GKE COS style: an install dir that is not on containerd's PATH
@@ -59,17 +66,20 @@ mount -t proc proc /proc
 ip link set lo up
 mount -t tmpfs tmpfs /run
 mkdir -p "$H/usr/local/bin" "$H/home/kubernetes/bin" "$H/usr/local/sbin" "$H/etc/containerd/conf.d" "$H/etc/cni/net.d" "$H/run/gvisorgen" "$R/podlogs" \
-	"$W/serve/release/20240212/x86_64" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
+	"$W/serve/release/20240212/x86_64" "$W/serve/release/20260905/x86_64" "$R/runsc" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
 
-# the release
-for a in runsc containerd-shim-runsc-v1; do
-	src=/usr/bin/runsc
-	[ "$a" = runsc ] || src=$E2E/shim-20221203/shim
-	cp "$src" "$W/serve/release/20240212/x86_64/$a"
-	(cd "$W/serve/release/20240212/x86_64" && sha512sum "$a" >"$a.sha512")
-done
+# the releases: 20240212 (binaries layout) = the current runsc + the 2022 shim; 20260905 (archive layout) = the
+# current runsc and shim with gvisor-bin/gvisor_sentry (ci/gvisor/build.sh)
+B=$W/serve/release/20240212/x86_64 A=$W/serve/release/20260905/x86_64
+cp "$G/runsc" "$B/runsc"
+cp "$E2E/shim-20221203/shim" "$B/containerd-shim-runsc-v1"
+cp "$G.tar.bz2" "$A/gvisor.tar.bz2"
+(cd "$B" && sha512sum runsc >runsc.sha512 && sha512sum containerd-shim-runsc-v1 >containerd-shim-runsc-v1.sha512)
+(cd "$A" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
 # busybox httpd serves plain http: the installer takes it only pinned (as a real mirror over http:// must be).
-PINS=$(for a in runsc containerd-shim-runsc-v1; do echo "x86_64/$a $(cut -d' ' -f1 "$W/serve/release/20240212/x86_64/$a.sha512")"; done)
+PINS=$(for a in runsc containerd-shim-runsc-v1; do echo "x86_64/$a $(cut -d' ' -f1 "$B/$a.sha512")"; done
+	[ "$TAG" = 20240212 ] || echo "x86_64/gvisor.tar.bz2 $(cut -d' ' -f1 "$A/gvisor.tar.bz2.sha512")")
+[ "$TAG" = 20240212 ] || PINS=$(printf '%s\n' "$PINS" | grep gvisor.tar.bz2)
 busybox httpd -p 127.0.0.1:18080 -h "$W/serve"
 
 # the host
@@ -117,6 +127,8 @@ for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; do
 cp /bin/busybox "$C/bin/busybox"
 for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; done
 cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
+# runsc's own debug log, one file per command, for the sidecar line; the sandbox network stays on (the default)
+RUNSC_TOML=$(printf 'debug = "true"\ndebug-log = "%s/runsc/"' "$R")
 runinit() { # SCRIPT [VAR=VALUE...]
 	local s=$1
 	shift
@@ -126,9 +138,9 @@ runinit() { # SCRIPT [VAR=VALUE...]
 		mount --rbind "$h" "$c/host"
 		mount -t proc proc "$c/proc"
 		mount --rbind /dev "$c/dev"
-		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen GVISOR_VERSION=20240212 \
-			GVISOR_BASE_URL=http://127.0.0.1:18080/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
-		sh "$C" "$H" "GVISOR_SHA512_PINS=$PINS" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen \
+			GVISOR_BASE_URL=http://127.0.0.1:18080/release "$@"' \
+		sh "$C" "$H" "GVISOR_VERSION=$TAG" "GVISOR_SHA512_PINS=$PINS" "RUNSC_CONFIG_TOML=$RUNSC_TOML" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
 t=$(date +%s%N)
 runinit install-runsc.sh
@@ -136,6 +148,7 @@ runinit configure-containerd.sh
 say "init containers took $((($(date +%s%N) - t) / 1000000)) ms"
 runinit ready.sh
 say "ready.sh: ok"
+say "installed: $("$IDIR/runsc" --version | head -n 1) (gVisor $TAG, $(awk '$1 == "layout" { print $2 }' "$IDIR/.gvisorgen-runsc.stamp") layout), shim $(sha512sum "$IDIR/containerd-shim-runsc-v1" | cut -c1-12)…"
 if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
 if [ "$MODE" = offpath ]; then
 	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
@@ -161,6 +174,18 @@ done
 sed -n '1,3s/^/  [pod] /p' "$W/pod.log"
 [ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor'"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
 say "CRI pod with runtime handler runsc logged 'Starting gVisor'"
+# the sandbox's network: the CNI address containerd reports, and the same address seen inside the sandbox
+pip=$(CR inspectp -o go-template --template '{{.status.network.ip}}' "$(CR pods -q | head -n 1)")
+case $pip in 10.244.77.*) ;; *) say "FAIL: the pod has no CNI address (got '$pip')"; exit 1 ;; esac
+grep -q "inet $pip/" "$W/pod.log" || { say "FAIL: the sandbox does not see its address $pip"; cat "$W/pod.log"; exit 1; }
+say "pod network: CNI address $pip, inside the sandbox: $(grep -o "inet $pip/[0-9]*" "$W/pod.log")"
+# runsc's log: which binary booted the sandbox
+sl=$(grep -rhoE 'Sidecar "gvisor_sentry" (found|not usable)[^;]*' "$R/runsc" | head -n 1 || true)
+say "runsc: ${sl:-no sidecar line}"
+if [ "$TAG" != 20240212 ]; then
+	case $sl in "Sidecar \"gvisor_sentry\" found: booting sandbox with $IDIR/gvisor-bin/gvisor_sentry") ;;
+	*) say "FAIL: runsc did not boot with the installed $IDIR/gvisor-bin/gvisor_sentry"; exit 1 ;; esac
+fi
 
 # uninstall refuses while the sandbox exists, then removes everything once it is gone
 if runinit uninstall.sh GVISOR_MODE=uninstall; then say "FAIL: uninstall did not refuse while a gVisor pod exists"; exit 1; fi
@@ -168,5 +193,6 @@ CR rmp -f -a >/dev/null
 runinit uninstall.sh GVISOR_MODE=uninstall
 cmp "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config not restored"; exit 1; }
 [ ! -e "$IDIR/runsc" ] || { say "FAIL: runsc left"; exit 1; }
+[ ! -e "$IDIR/gvisor-bin" ] || { say "FAIL: gvisor-bin/ left"; exit 1; }
 runinit ready.sh GVISOR_MODE=uninstall
 say "uninstall: refused while the pod ran, then removed everything; config byte-identical to the original"
