@@ -8,7 +8,9 @@
 # busybox httpd serving two releases on 127.0.0.1, pinned (plain http), both built from the current gVisor
 # (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc beside a 2022 shim, which containerd 1.6
 # can start) and 20260905 in the archive layout (the current runsc and shim, gvisor-bin/gvisor_sentry).
-# Runs: 1.6 installs 20240212; 2.4.2 installs 20260905. The sandbox network is on (runsc's default): the pod shows
+# Runs: 1.6 installs 20240212; 2.4.2 installs 20260905; 1.6 refuses 20260905 (its shim needs containerd >= 1.7.0:
+# CONTAINERD_MIN_VERSION, as the generator renders it for that tag; ci/node's TestContainerdFloorAgrees proves the
+# rendering): install-runsc fails naming both versions, nothing is installed, containerd is not restarted. The sandbox network is on (runsc's default): the pod shows
 # its CNI address. runsc logs to a debug folder: the archive runs prove that runsc booted the sandbox with the
 # gvisor_sentry sidecar where the installer put it.
 # The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the host tree
@@ -29,7 +31,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	done
 	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	pass=0 fail=0
-	for run in "16 onpath 20240212" "24 onpath 20260905" "16 offpath 20240212" "24 offpath 20260905"; do
+	for run in "16 onpath 20240212" "24 onpath 20260905" "16 offpath 20240212" "24 offpath 20260905" "16 refused 20260905"; do
 		# shellcheck disable=SC2086 # "containerd mode tag", split on purpose
 		set -- $run
 		v=$1
@@ -129,6 +131,9 @@ for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; 
 cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
 # runsc's own debug log, one file per command, for the sidecar line; the sandbox network stays on (the default)
 RUNSC_TOML=$(printf 'debug = "true"\ndebug-log = "%s/runsc/"' "$R")
+# the floor the generator renders for these tags (cue/compat.cue; TestContainerdFloorAgrees holds the two equal)
+FLOOR=""
+[ "$TAG" = 20240212 ] || FLOOR=1.7.0
 runinit() { # SCRIPT [VAR=VALUE...]
 	local s=$1
 	shift
@@ -140,8 +145,19 @@ runinit() { # SCRIPT [VAR=VALUE...]
 		mount --rbind /dev "$c/dev"
 		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen \
 			GVISOR_BASE_URL=http://127.0.0.1:18080/release "$@"' \
-		sh "$C" "$H" "GVISOR_VERSION=$TAG" "GVISOR_SHA512_PINS=$PINS" "RUNSC_CONFIG_TOML=$RUNSC_TOML" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+		sh "$C" "$H" "GVISOR_VERSION=$TAG" "CONTAINERD_MIN_VERSION=$FLOOR" "GVISOR_SHA512_PINS=$PINS" "RUNSC_CONFIG_TOML=$RUNSC_TOML" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
+if [ "$MODE" = refused ]; then
+	# the DaemonSet's init containers stop at the first failure: configure-containerd never runs
+	if runinit install-runsc.sh >"$W/refused.log"; then cat "$W/refused.log"; say "FAIL: install-runsc installed $TAG on containerd $V"; exit 1; fi
+	cat "$W/refused.log"
+	grep -q "refusing to install gVisor $TAG: its shim needs containerd >= 1.7.0 .* this node runs containerd 1.6" "$W/refused.log" || { say "FAIL: no refusal naming both versions"; exit 1; }
+	[ -z "$(ls -A /usr/local/bin)" ] || { say "FAIL: something was installed: $(ls -A /usr/local/bin)"; exit 1; }
+	cmp -s "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config changed"; exit 1; }
+	[ "$(grep -c restart "$R/systemctl.log" || true)" = 0 ] || { say "FAIL: containerd restarted"; exit 1; }
+	say "refused: $TAG's shim needs containerd >= 1.7.0; nothing installed, config unchanged, containerd not restarted"
+	exit 0
+fi
 t=$(date +%s%N)
 runinit install-runsc.sh
 runinit configure-containerd.sh

@@ -17,6 +17,7 @@
 #   HOST_ROOT (/host)  HOST_EXEC (nsenter -t 1 -m -u -i -n -p --)  GVISOR_MODE (install)
 #   GVISOR_VERSION (YYYYMMDD or YYYYMMDD.N, required)  GVISOR_BASE_URL  GVISOR_LAYOUT (auto|binaries|archive)
 #   GVISOR_SHA512_PINS ("<arch>/<artifact> <sha512>" lines)  GVISOR_CA_BUNDLE (PEM, empty: the host's CA store)
+#   CONTAINERD_MIN_VERSION (the oldest containerd that can start this release's shim; empty: any)
 #   HOST_PATH  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen; also holds the CA bundle for curl while it runs)
 #   DOWNLOAD_TIMEOUT_SECONDS (60)  DOWNLOAD_RETRIES (3)  LOCK_TIMEOUT_SECONDS (300)
 # Exit status: 0 installed (or already installed), non-zero with an ERROR line saying what failed.
@@ -31,6 +32,8 @@ gvz_load_env
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': install-runsc runs only in install mode"
 gvz_check_version
 gvz_check_pins
+# Before anything is downloaded or installed: a shim this node's containerd cannot start would fail every gVisor pod.
+gvz_check_containerd_floor
 ARCH=$(gvz_arch)
 LAYOUT=$(gvz_layout)
 IDIR=$HOST_ROOT$INSTALL_DIR
