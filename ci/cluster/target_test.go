@@ -33,7 +33,7 @@ func (c *Cluster) daemonSetFile() string {
 }
 
 // writeTarget writes the test target: profile kind, the mirror's https baseURL, the imported installer image by its
-// digest (no registry has it), runsc network "none" (Debian's 2022 runsc cannot set up the sandbox network here).
+// digest (no registry has it). The sandbox network is on (runsc's default): the current runsc sets it up here.
 // No sha512: the pins come from pins.cue, written by gvisorgen pin.
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
@@ -44,8 +44,6 @@ gvisor:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
     priorityQuota: {create: %t}
-  runsc:
-    config: {network: "none"}
 smoke:
   image: %s
 `, version, mirror, mode, imgDigest, !c.noQuota, img)
@@ -106,9 +104,9 @@ func (c *Cluster) applyGenerated(ctx context.Context, t *testing.T) {
 }
 
 // published is the sha512 the mirror publishes for an x86_64 artifact of a release.
-func published(t *testing.T, version, artifact string) string {
+func (c *Cluster) published(t *testing.T, version, artifact string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(work, "serve/release", version, "x86_64", artifact+".sha512"))
+	b, err := os.ReadFile(filepath.Join(c.Dir, "serve/release", version, "x86_64", artifact+".sha512"))
 	if err != nil {
 		t.Fatal(err)
 	}
