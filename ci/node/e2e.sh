@@ -1,14 +1,14 @@
 #!/bin/bash
 # ci/node/e2e.sh: node end-to-end test of the installer scripts (run ci/node/e2e-setup.sh first).
 #
-# For containerd 1.6 (Debian) and 2.4.2, with the install dir on containerd's PATH (/usr/local/bin) and off it
+# For containerd 1.6 (Debian), 1.7 and 2.4.2, with the install dir on containerd's PATH (/usr/local/bin) and off it
 # (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden): a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
 # busybox httpd serving two releases on 127.0.0.1, pinned (plain http), both built from the current gVisor
 # (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc beside a 2022 shim, which containerd 1.6
 # can start) and 20260905 in the archive layout (the current runsc and shim, gvisor-bin/gvisor_sentry).
-# Runs: 1.6 installs 20240212; 2.4.2 installs 20260905; 1.6 refuses 20260905 (its shim needs containerd >= 1.7.0:
+# Runs: 1.6 installs 20240212; 2.4.2 and 1.7 (ci/containerd17) install 20260905; 1.6 refuses 20260905 (its shim needs containerd >= 1.7.0:
 # CONTAINERD_MIN_VERSION, as the generator renders it for that tag; ci/node's TestContainerdFloorAgrees proves the
 # rendering): install-runsc fails naming both versions, nothing is installed, containerd is not restarted. The sandbox network is on (runsc's default): the pod shows
 # its CNI address. runsc logs to a debug folder: the archive runs prove that runsc booted the sandbox with the
@@ -25,18 +25,18 @@ USERNSRUN=$E2E/usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)
 
 if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	C24=$cache/containerd-v2.4.2/containerd
+	C17=$(sh ci/containerd17/build.sh --dir)/containerd
 	G=$(sh ci/gvisor/build.sh --dir)
-	for f in /usr/bin/containerd "$C24" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
+	for f in /usr/bin/containerd "$C17" "$C24" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	pass=0 fail=0
-	for run in "16 onpath 20240212" "24 onpath 20260905" "16 offpath 20240212" "24 offpath 20260905" "16 refused 20260905"; do
+	for run in "16 onpath 20240212" "24 onpath 20260905" "16 offpath 20240212" "24 offpath 20260905" "17 onpath 20260905" "17 offpath 20260905" "16 refused 20260905"; do
 		# shellcheck disable=SC2086 # "containerd mode tag", split on purpose
 		set -- $run
 		v=$1
-		bin=/usr/bin/containerd
-		[ "$v" = 16 ] || bin=$C24
+		case $v in 16) bin=/usr/bin/containerd ;; 17) bin=$C17 ;; *) bin=$C24 ;; esac
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
 		if GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3"; then
@@ -122,7 +122,7 @@ say "host containerd: $(containerd --version)"
 
 # images: the test image and the sandbox (pause) image of each config
 sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/bb.tar" docker.io/library/bbtest:1
-sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$([ "$V" = 16 ] && echo registry.k8s.io/pause:3.6 || echo registry.k8s.io/pause:3.10.2)" '["/bin/sleep","2147483647"]'
+sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$(case $V in 16) echo registry.k8s.io/pause:3.6 ;; 17) echo registry.k8s.io/pause:3.8 ;; *) echo registry.k8s.io/pause:3.10.2 ;; esac)" '["/bin/sleep","2147483647"]'
 for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; done
 
 # the init containers' rootfs: busybox only, the scripts at /gvisorgen, the host tree at /host
@@ -182,13 +182,14 @@ cid=$(timeout 120 "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "uni
 	exit 1
 }
 ok=
-for _ in $(seq 1 50); do
+for _ in $(seq 1 150); do
 	CR logs "$cid" >"$W/pod.log" 2>/dev/null || true
-	if grep -q "Starting gVisor" "$W/pod.log"; then ok=1; break; fi
+	# the container prints dmesg, then the sandbox's addresses: wait for both
+	if grep -q "Starting gVisor" "$W/pod.log" && grep -q "inet 10\.244\.77\." "$W/pod.log"; then ok=1; break; fi
 	sleep 0.2
 done
 sed -n '1,3s/^/  [pod] /p' "$W/pod.log"
-[ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor'"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
+[ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor' and its address (30 s)"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
 say "CRI pod with runtime handler runsc logged 'Starting gVisor'"
 # the sandbox's network: the CNI address containerd reports, and the same address seen inside the sandbox
 pip=$(CR inspectp -o go-template --template '{{.status.network.ip}}' "$(CR pods -q | head -n 1)")

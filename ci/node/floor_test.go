@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +174,18 @@ func TestContainerdFloorOnTheNode(t *testing.T) {
 			t.Fatalf("no floor check logged: %s", r)
 		}
 		h.assertInstalled("/usr/local/bin", tagArch, archFiles...)
+	})
+	t.Run("17-installs-and-configures-archive-release", func(t *testing.T) {
+		// containerd 1.7 (the oldest that reads the bootstrap handshake): accepted at the floor, and configured
+		h := newHost(t, "17")
+		h.startContainerd()
+		env := map[string]string{"GVISOR_VERSION": tagArch, "CONTAINERD_MIN_VERSION": floor(tagArch)}
+		r := h.mustRun("install-runsc.sh", env)
+		if !regexp.MustCompile(`host containerd 1\.7\.[0-9]+ >= 1\.7\.0`).MatchString(r.Output) {
+			t.Fatalf("no floor check logged: %s", r)
+		}
+		h.assertInstalled("/usr/local/bin", tagArch, archFiles...)
+		h.mustRunRestarts("configure-containerd.sh", env, 1)
 	})
 	t.Run("16-boundary", func(t *testing.T) {
 		before := dayBefore(t, first)
