@@ -237,6 +237,15 @@ if [ "$LAYOUT" = archive ]; then
     if find "$stage/gvisor-bin" ! -type f ! -type d | grep -q .; then
         gvz_die "gvisor.tar.bz2's gvisor-bin/ holds something other than files and folders; refusing"
     fi
+    # runsc boots each sandbox with gvisor-bin/gvisor_sentry when it finds it next to itself; without it, runsc falls
+    # back to booting with itself, which runsc deprecates (STRICT by default after 2026-09, no fallback after 2026-10).
+    # Under sidecar-usage-policy STRICT that runsc would refuse every sandbox: refuse the release instead.
+    if [ ! -f "$stage/gvisor-bin/gvisor_sentry" ]; then
+        if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -qE '^[[:space:]]*sidecar-usage-policy[[:space:]]*=[[:space:]]*"?STRICT"?[[:space:]]*$'; then
+            gvz_die "gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry, and runsc.toml sets sidecar-usage-policy = STRICT: runsc would refuse to boot every sandbox; nothing was installed. Use a release that ships its sidecars, or drop the STRICT setting (gvisor.runsc.config)"
+        fi
+        gvz_log "WARNING: gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry: runsc will boot sandboxes with itself, a fallback runsc deprecates (it stops working after 2026-10)"
+    fi
 else
     cp "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/"
 fi
