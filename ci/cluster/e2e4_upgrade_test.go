@@ -11,19 +11,20 @@ import (
 	"testing"
 )
 
-// TestUpgradeToArchiveLayoutKeepsContainerdAndPods (scenario 4): gvisor.version 20240212 (binaries layout) ->
-// 20260801 (archive layout: ci/gvisor/build.sh's gvisor.tar.bz2, the current runsc and shim with
+// TestUpgradeToArchiveLayoutKeepsContainerdAndPods (scenario 4): gvisor.version 20221219 (binaries layout: Debian's
+// 2022 runsc and shim, runsc network "none") -> 20260801 (archive layout: ci/gvisor/build.sh's gvisor.tar.bz2, the current runsc and shim with
 // gvisor-bin/gvisor_sentry). The DaemonSet pins the archive and carries the release's containerd floor
 // (CONTAINERD_MIN_VERSION 1.7.0: its shim answers containerd 2's bootstrap handshake).
 //   - c24: it rolls, the stamp names 20260801 and the archive layout, gvisor-bin/gvisor_sentry is installed next to
 //     runsc, containerd is not restarted, the running gVisor pod is untouched, and the smoke pod runs again.
 //   - c16: install-runsc refuses before downloading anything, naming containerd 1.6.20 and the floor; the installer
-//     pod is never Ready, containerd is not restarted, config and stamp (20240212) unchanged, the running gVisor pod
-//     untouched; putting 20240212 back rolls out with no restart, and the smoke pod runs.
+//     pod is never Ready, containerd is not restarted, config and stamp (20221219) unchanged, the running gVisor pod
+//     untouched; putting 20221219 back rolls out with no restart, and the smoke pod runs.
 func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
-		c.ensureInstalled(ctx, t, vGood)
+		c.ensureInstalled(ctx, t, vDeb)
 		c.ensureRunning(ctx, t, gvisorSleeper)
+		t.Logf("  .. from %s: %s", vDeb, c.runscVersion(ctx, t))
 		c.smokePV(ctx, t)
 		r0 := c.Restarts()
 		c.ensureTarget(ctx, t, vUp, "install")
@@ -48,7 +49,7 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			if cfg, _ := c.ReadHostFile("/etc/containerd/config.toml"); sha256.Sum256(cfg) != sha256.Sum256(cfg0) {
 				t.Errorf("config.toml changed")
 			}
-			if v := c.stamp("version"); v != vGood {
+			if v := c.stamp("version"); v != vDeb {
 				t.Errorf("the stamp changed to version %q", v)
 			}
 			if _, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin")); err == nil {
@@ -59,9 +60,9 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			}
 			c.untouched(ctx, t, gvisorSleeper.name)
 			t.Logf("  .. refused on containerd 1.6: stamp %s, config unchanged, 0 restarts, gvisor-sleeper untouched", c.stamp("version"))
-			c.install(ctx, t, vGood, "install")
+			c.install(ctx, t, vDeb, "install")
 			if n := c.Restarts() - r0; n != 0 {
-				t.Errorf("putting %s back restarted containerd %d times", vGood, n)
+				t.Errorf("putting %s back restarted containerd %d times", vDeb, n)
 			}
 			c.smoke(ctx, t)
 			return
@@ -80,6 +81,9 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 		}
 		if fi, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin/gvisor_sentry")); err != nil || fi.Mode()&0o111 == 0 {
 			t.Errorf("gvisor-bin/gvisor_sentry of the archive is not installed: %v", err)
+		}
+		if rt, _ := c.ReadHostFile("/etc/containerd/runsc.toml"); strings.Contains(string(rt), "network") {
+			t.Errorf("runsc.toml still sets the network:\n%s", rt)
 		}
 		n := c.Restarts() - r0
 		t.Logf("  .. stamp: version %s, layout %s; containerd restarts by the upgrade: %d", c.stamp("version"), c.stamp("layout"), n)

@@ -24,6 +24,7 @@ const (
 	vGood = "20240212"
 	vUp   = "20260801"
 	vBad  = "20240213"
+	vDeb  = "20221219" // Debian's runsc 20221219 and the 2022 shim: the upgrade's starting point (network "none")
 
 	nodeIP = "10.99.0.1"
 	mirror = "https://" + nodeIP + ":18443/release"

@@ -8,7 +8,8 @@
 #    (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc; beside it the 2022 shim on c16, which
 #    containerd 1.6 can start, the current shim on c24), 20260801 in the archive layout (ci/gvisor/build.sh's release
 #    archive: the current runsc and shim, gvisor-bin/gvisor_sentry), 20240213 with a tampered runsc beside the
-#    genuine .sha512; aarch64 as hard links;
+#    genuine .sha512, 20221219 = Debian's runsc 20221219 beside the 2022 shim (the upgrade's start); aarch64 as hard
+#    links;
 #  - W/tls: a test CA and the mirror's certificate for the node IP; W/pki: the API server's service-account key
 #    pair, the admin and kubelet tokens and their kubeconfigs;
 #  - W/c16, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
@@ -27,7 +28,7 @@ RUNSC_SHIM=$cache/e2e/shim-20221203/shim
 G=$(sh ci/gvisor/build.sh --dir)
 NODE_IP=10.99.0.1
 IMG=docker.io/gvz-e2e/busybox:e2e
-V_GOOD=20240212 V_UP=20260801 V_BAD=20240213
+V_GOOD=20240212 V_UP=20260801 V_BAD=20240213 V_DEB=20221219
 log() { echo "[cluster-prepare] $*"; }
 
 # --- preconditions ------------------------------------------------------------------------------------------------
@@ -37,7 +38,7 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
 	exit 2
 fi
 for f in "$K8S"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,etcd} /usr/bin/containerd /usr/bin/ctr \
-	"$C24" "$SHIM24/containerd-shim-runc-v2" "$G/runsc" "$G/containerd-shim-runsc-v1" "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
+	"$C24" "$SHIM24/containerd-shim-runc-v2" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
 	[ -x "$f" ] || { log "FAIL: missing $f (run ci/cluster/setup.sh)"; exit 2; }
 done
 [ -f "$G.tar.bz2" ] || { log "FAIL: missing $G.tar.bz2 (run ci/cluster/setup.sh)"; exit 2; }
@@ -102,7 +103,11 @@ mirror_files() { # V
 	local S=$W/c$1/serve/release shim=$G/containerd-shim-runsc-v1 v
 	# containerd 1.6 cannot start the current shim (its bootstrap handshake): the 2022 shim runs the current runsc
 	[ "$1" != 16 ] || shim=$RUNSC_SHIM
-	mkdir -p "$S/$V_GOOD/x86_64" "$S/$V_UP/x86_64" "$S/$V_BAD/x86_64"
+	mkdir -p "$S/$V_GOOD/x86_64" "$S/$V_UP/x86_64" "$S/$V_BAD/x86_64" "$S/$V_DEB/x86_64"
+	# the upgrade's starting point: Debian's runsc 20221219 beside the 2022 shim (binaries layout)
+	cp /usr/bin/runsc "$S/$V_DEB/x86_64/runsc"
+	cp "$RUNSC_SHIM" "$S/$V_DEB/x86_64/containerd-shim-runsc-v1"
+	(cd "$S/$V_DEB/x86_64" && for a in runsc containerd-shim-runsc-v1; do sha512sum "$a" >"$a.sha512"; done)
 	cp "$G/runsc" "$S/$V_GOOD/x86_64/runsc"
 	cp "$shim" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1"
 	(cd "$S/$V_GOOD/x86_64" && for a in runsc containerd-shim-runsc-v1; do sha512sum "$a" >"$a.sha512"; done)
@@ -114,7 +119,7 @@ mirror_files() { # V
 	printf 'X' >>"$S/$V_BAD/x86_64/runsc"
 	# aarch64, as the bucket publishes it: `gvisorgen pin` resolves every architecture the product supports. No node
 	# here is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are read).
-	for v in "$V_GOOD" "$V_UP" "$V_BAD"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
+	for v in "$V_GOOD" "$V_UP" "$V_BAD" "$V_DEB"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
 }
 for v in 16 24; do mirror_files "$v"; done
 

@@ -33,7 +33,8 @@ func (c *Cluster) daemonSetFile() string {
 }
 
 // writeTarget writes the test target: profile kind, the mirror's https baseURL, the imported installer image by its
-// digest (no registry has it). The sandbox network is on (runsc's default): the current runsc sets it up here.
+// digest (no registry has it). The sandbox network is on (runsc's default): the current runsc sets it up here; only
+// Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
 // No sha512: the pins come from pins.cue, written by gvisorgen pin.
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
@@ -44,9 +45,9 @@ gvisor:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
     priorityQuota: {create: %t}
-smoke:
+%ssmoke:
   image: %s
-`, version, mirror, mode, imgDigest, !c.noQuota, img)
+`, version, mirror, mode, imgDigest, !c.noQuota, map[bool]string{true: "  runsc:\n    config: {network: \"none\"}\n"}[version == vDeb], img)
 	return os.WriteFile(c.targetFile(), []byte(y), 0o644)
 }
 
