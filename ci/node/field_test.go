@@ -90,7 +90,7 @@ func TestCRIRefusal(t *testing.T) {
 		{name: "containerd-down", config: "version = 2\n", noStart: true,
 			want: `containerd does not answer on /run/containerd/containerd.sock.*nothing was changed and containerd was not restarted\..*Fix: start containerd on the host`},
 		{name: "containerd-down-config-on-disk-broken", config: "version = 2\n[plugins\n", noStart: true,
-			want: `containerd does not answer on .*The config on disk is already broken: the host's containerd rejects /etc/containerd/config.toml \(.*\); fix it first`},
+			want: `(?m)containerd does not answer on /run/containerd/containerd.sock, so its CRI \(what kubelet uses\) cannot be checked; nothing was changed and containerd was not restarted\. The config on disk is already broken: the host's containerd rejects /etc/containerd/config\.toml \(.*\)\. Fix: correct /etc/containerd/config\.toml \(the rejection above\), then start containerd on the host \(systemctl status containerd; journalctl -u containerd\) and let the installer retry$`},
 	}
 	for _, ver := range []string{"16", "24"} {
 		for _, c := range cases {
@@ -104,6 +104,11 @@ func TestCRIRefusal(t *testing.T) {
 				before := h.restarts()
 				r := h.run("configure-containerd.sh", nil)
 				h.assertRefused(r, c.want, before, c.config)
+				// one message: the cause first, then the fix, once
+				if errs := regexp.MustCompile(`(?m)^\[configure-containerd\] ERROR: .*$`).FindAllString(r.Output, -1); len(errs) != 1 ||
+					strings.Count(errs[0], "Fix:") != 1 || strings.Contains(strings.ToLower(errs[0]), "fix it") {
+					t.Fatalf("want one ERROR line with one fix, got %q", errs)
+				}
 				for _, f := range []string{"config.toml.gvisorgen-backup", "config.toml.gvisorgen-applied", "runsc.toml"} {
 					if h.exists("/etc/containerd/" + f) {
 						t.Fatalf("%s written on a refusal", f)
