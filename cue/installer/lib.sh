@@ -62,7 +62,7 @@ gvz_load_env() {
     INSTALL_DIR=${INSTALL_DIR%/}
     INSTALL_DIR_ON_PATH=${INSTALL_DIR_ON_PATH:-true}
     CONTAINERD_CONFIG=${CONTAINERD_CONFIG:-/etc/containerd/config.toml}
-    RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc.toml}
+    RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc/runsc.toml}
     RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
     STATE_DIR=${STATE_DIR:-/run/gvisorgen}
     STATE_DIR=${STATE_DIR%/}

@@ -127,6 +127,10 @@ if [ -f "$RCFG" ]; then
     if head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then
         rm -f "$RCFG"
         gvz_log "removed $RUNSC_CONFIG"
+        # its own subfolder of containerd's config folder, when nothing else is in it
+        if [ "${RUNSC_CONFIG%/*/*}" = "$GVZ_CFG_DIR" ] && rmdir "${RCFG%/*}" 2>/dev/null; then
+            gvz_log "removed ${RUNSC_CONFIG%/*}"
+        fi
     else
         gvz_log "$RUNSC_CONFIG was not written by gvisorgen; left in place"
     fi
