@@ -18,7 +18,7 @@
 #     runtimes.runsc under the effective CRI plugin and still runtimes.<default_runtime_name>, and containerd ignores
 #     no key that the old config did not already have ignored;
 #  6. swaps it in by compare-and-swap: the rename happens only if the config still holds the bytes read and validated
-#     (another writer's edit meanwhile: refuse, the retry starts over); the backup CONTAINERD_CONFIG.gvisorgen-backup
+#     (another writer's edit meanwhile: start over from the read, up to 3 attempts, then refuse); the backup CONTAINERD_CONFIG.gvisorgen-backup
 #     is that snapshot (before the first change, never overwritten); restarts containerd only when the
 #     file changed (or was changed by an earlier run that never saw containerd come back), waits for CRI (bounded),
 #     and on failure restores the old config, restarts again and exits non-zero;
@@ -37,6 +37,7 @@ GVZ_NAME=configure-containerd
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS
 gvz_load_env
+gvz_cas_args "$@"
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': configure-containerd runs only in install mode"
 
 CFG=$HOST_ROOT$CONTAINERD_CONFIG
@@ -297,7 +298,8 @@ if [ -n "$changed" ]; then
     if [ "$rc" -ne 0 ]; then
         if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
         if [ "$rc" -eq 3 ]; then
-            gvz_die "$CONTAINERD_CONFIG was changed by another writer (a node bootstrapper, an operator, another tool) while gvisorgen validated its edit; nothing was written over it and containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself and starts over from the new file"
+            gvz_cas_retry
+            gvz_die "$CONTAINERD_CONFIG was changed by another writer (a node bootstrapper, an operator, another tool) while gvisorgen validated its edit, on each of $GVZ_CAS_ATTEMPTS attempts; nothing was written over it and containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself and starts over from the new file"
         fi
         gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
     fi

@@ -607,6 +607,33 @@ gvz_unlock() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
+# Compare-and-swap retries: a config changed by another writer between the read and the swap is read again, in a
+# fresh run of the same script (nothing of the refused attempt is reused), at most GVZ_CAS_ATTEMPTS times in all.
+
+GVZ_CAS_ATTEMPTS=3
+GVZ_CAS_TRY=1
+
+# gvz_cas_args "$@" : the script's own arguments; only --cas-attempt N (N >= 2, from gvz_cas_retry) is known.
+gvz_cas_args() {
+    [ $# -gt 0 ] || return 0
+    if [ $# -eq 2 ] && [ "$1" = --cas-attempt ] && gvz_is_uint "$2" && [ "$2" -ge 2 ] && [ "$2" -le "$GVZ_CAS_ATTEMPTS" ]; then
+        GVZ_CAS_TRY=$2
+        return 0
+    fi
+    gvz_die "unknown arguments: $*"
+}
+
+# gvz_cas_retry : after the swap found the config changed: start over from the read (the lock released, scratch
+# removed, the script run again in this process) while attempts remain; returns when none do.
+gvz_cas_retry() {
+    [ "$GVZ_CAS_TRY" -lt "$GVZ_CAS_ATTEMPTS" ] || return 0
+    gvz_log "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit (attempt $GVZ_CAS_TRY of $GVZ_CAS_ATTEMPTS): nothing written over it; starting over from the new file"
+    trap - EXIT
+    gvz_cleanup
+    exec sh "$0" --cas-attempt "$((GVZ_CAS_TRY + 1))"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
 # Scratch space and cleanup
 
 GVZ_TMP=
