@@ -39,7 +39,7 @@ func TestInstallRestartsContainerdOnceAndRunsGVisor(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^# >>> gvisorgen: runsc runtime`).Match(cfg) {
 			t.Errorf("no gvisorgen block in config.toml")
 		}
-		if rt, _ := c.ReadHostFile("/etc/containerd/runsc.toml"); strings.Contains(string(rt), `network`) {
+		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); strings.Contains(string(rt), `network`) {
 			t.Errorf("runsc.toml sets the network (the sandbox network must stay on):\n%s", rt)
 		}
 		for _, b := range []string{"runsc", "containerd-shim-runsc-v1"} {

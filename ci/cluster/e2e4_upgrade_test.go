@@ -82,7 +82,7 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 		if fi, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin/gvisor_sentry")); err != nil || fi.Mode()&0o111 == 0 {
 			t.Errorf("gvisor-bin/gvisor_sentry of the archive is not installed: %v", err)
 		}
-		if rt, _ := c.ReadHostFile("/etc/containerd/runsc.toml"); strings.Contains(string(rt), "network") {
+		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); strings.Contains(string(rt), "network") {
 			t.Errorf("runsc.toml still sets the network:\n%s", rt)
 		}
 		n := c.Restarts() - r0

@@ -1,21 +1,22 @@
 #!/bin/bash
 # ci/node/e2e.sh: node end-to-end test of the installer scripts (run ci/node/e2e-setup.sh first).
 #
-# For containerd 1.6 (Debian), 1.7 and 2.4.2, with the install dir on containerd's PATH (/usr/local/bin) and off it
-# (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden): a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
+# For containerd 1.6 (Debian), 1.7 (ci/containerd17) and 2.4.2, with the install dir on containerd's PATH
+# (/usr/local/bin) and off it (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden), and 1.6's
+# version 2 config on 2.4.2 off PATH: a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
-# busybox httpd serving two releases on 127.0.0.1, pinned (plain http), both built from the current gVisor
-# (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc beside a 2022 shim, which containerd 1.6
-# can start) and 20260905 in the archive layout (the current runsc and shim, gvisor-bin/gvisor_sentry).
-# Runs: 1.6 installs 20240212; 2.4.2 and 1.7 (ci/containerd17) install 20260905; 1.6 refuses 20260905 (its shim needs containerd >= 1.7.0:
-# CONTAINERD_MIN_VERSION, as the generator renders it for that tag; ci/node's TestContainerdFloorAgrees proves the
-# rendering): install-runsc fails naming both versions, nothing is installed, containerd is not restarted. The sandbox network is on (runsc's default): the pod shows
-# its CNI address. runsc logs to a debug folder: the archive runs prove that runsc booted the sandbox with the
-# gvisor_sentry sidecar where the installer put it.
-# The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the host tree
-# at /host and the default HOST_EXEC (nsenter into PID 1's namespaces). Then: ready.sh passes, a CRI pod with runtime
-# handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
+# openssl s_server serving two releases unpinned over https on the node's 127.0.0.1, both built from the current
+# gVisor (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc beside a 2022 shim, which containerd
+# 1.6 can start) and 20260905 in the archive layout (the current runsc and shim, gvisor-bin/gvisor_sentry). 1.6 installs
+# 20240212; 2.4.2 and 1.7 install 20260905; 1.6 refuses 20260905 (its shim needs containerd >= 1.7.0:
+# CONTAINERD_MIN_VERSION as the generator renders it for that tag, which ci/node's TestContainerdFloorAgrees proves):
+# install-runsc fails naming both versions, nothing is installed, containerd is not restarted. The sandbox network is
+# on (runsc's default): the pod shows its CNI address. runsc logs to a debug folder: the archive runs prove that runsc
+# booted the sandbox with the gvisor_sentry sidecar where the installer put it (on and off PATH). The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the
+# host tree at /host, in network/UTS/IPC namespaces of their own, with the default HOST_EXEC (nsenter into PID 1's mount
+# namespace) and HOST_EXEC_NET (mount + network, curl only). Then: curl without the node's network is refused;
+# ready.sh passes, a CRI pod with runtime handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -27,23 +28,26 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	C24=$cache/containerd-v2.4.2/containerd
 	C17=$(sh ci/containerd17/build.sh --dir)/containerd
 	G=$(sh ci/gvisor/build.sh --dir)
-	for f in /usr/bin/containerd "$C17" "$C24" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
+	for f in /usr/bin/containerd "$C17" "$C24" "$G/runsc" "$G/containerd-shim-runsc-v1" /usr/bin/runsc /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	pass=0 fail=0
-	for run in "16 onpath 20240212" "24 onpath 20260905" "16 offpath 20240212" "24 offpath 20260905" "17 onpath 20260905" "17 offpath 20260905" "16 refused 20260905"; do
-		# shellcheck disable=SC2086 # "containerd mode tag", split on purpose
+	# "containerd installdir config tag": the fifth run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
+	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
+	for run in "16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905" \
+		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905"; do
+		# shellcheck disable=SC2086 # "containerd mode config tag", split on purpose
 		set -- $run
 		v=$1
 		case $v in 16) bin=/usr/bin/containerd ;; 17) bin=$C17 ;; *) bin=$C24 ;; esac
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3"; then
-			echo "e2e: containerd $v, install dir $2, gVisor $3: PASS in $(($(date +%s) - t0))s"
+		if GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3" "$4"; then
+			echo "e2e: containerd $v, install dir $2, config host$3.toml, gVisor $4: PASS in $(($(date +%s) - t0))s"
 			pass=$((pass + 1))
 		else
-			echo "e2e: containerd $v, install dir $2, gVisor $3: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			echo "e2e: containerd $v, install dir $2, config host$3.toml, gVisor $4: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
 			fail=$((fail + 1))
 			continue
 		fi
@@ -55,7 +59,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 fi
 
 # ---- inside the simulated node (PID 1 of new namespaces) ---------------------------------------------------------------
-V=$1 CTRD=$2 W=$3 MODE=$4 TAG=$5
+V=$1 CTRD=$2 W=$3 MODE=$4 CFGV=$5 TAG=$6
 IDIR=/usr/local/bin EXTRA=()
 if [ "$MODE" = offpath ]; then
 	# GKE COS style: an install dir that is not on containerd's PATH
@@ -78,14 +82,22 @@ cp "$E2E/shim-20221203/shim" "$B/containerd-shim-runsc-v1"
 cp "$G.tar.bz2" "$A/gvisor.tar.bz2"
 (cd "$B" && sha512sum runsc >runsc.sha512 && sha512sum containerd-shim-runsc-v1 >containerd-shim-runsc-v1.sha512)
 (cd "$A" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
-# busybox httpd serves plain http: the installer takes it only pinned (as a real mirror over http:// must be).
-PINS=$(for a in runsc containerd-shim-runsc-v1; do echo "x86_64/$a $(cut -d' ' -f1 "$B/$a.sha512")"; done
-	[ "$TAG" = 20240212 ] || echo "x86_64/gvisor.tar.bz2 $(cut -d' ' -f1 "$A/gvisor.tar.bz2.sha512")")
-[ "$TAG" = 20240212 ] || PINS=$(printf '%s\n' "$PINS" | grep gvisor.tar.bz2)
-busybox httpd -p 127.0.0.1:18080 -h "$W/serve"
+# served unpinned over https on the node's own 127.0.0.1 (openssl s_server, a test CA): the installer must fetch it
+# with the host's curl, through HOST_EXEC_NET, since the init containers have a network namespace of their own.
+(
+	cd "$W" && umask 077
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=gvz-e2e-ca \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >srv.ext
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile srv.ext 2>/dev/null
+)
+(cd "$W/serve" && exec openssl s_server -quiet -WWW -accept 127.0.0.1:18443 -cert "$W/srv.pem" -key "$W/srv.key" \
+	</dev/null >"$W/s_server.log" 2>&1) &
+for _ in $(seq 1 50); do curl -sf --cacert "$W/ca.pem" -o /dev/null https://127.0.0.1:18443/release/20240212/x86_64/runsc.sha512 && break; sleep 0.1; done
 
 # the host
-cp "$REPO/ci/node/e2e/host$V.toml" "$H/etc/containerd/config.toml"
+cp "$REPO/ci/node/e2e/host$CFGV.toml" "$H/etc/containerd/config.toml"
 cp "$H/etc/containerd/config.toml" "$W/config.orig"
 cat >"$H/etc/cni/net.d/10-e2e.conflist" <<'JSON'
 {"cniVersion":"1.0.0","name":"e2e","plugins":[{"type":"bridge","bridge":"e2e0","isGateway":true,"ipMasq":false,
@@ -105,7 +117,9 @@ case "\$1 \${2:-}" in
 		i=0; while kill -0 "\$(cat \$R/containerd.pid)" 2>/dev/null; do i=\$((i+1)); [ \$i -lt 100 ] || exit 1; sleep 0.1; done
 	fi
 	rm -f /run/containerd/containerd.sock
-	setsid containerd --config /etc/containerd/config.toml --root \$R/root --state /run/containerd >>\$R/containerd.log 2>&1 </dev/null &
+	# like systemd: containerd runs in the node's namespaces, not in those of the caller (nsenter -t 1 -m from an init
+	# container brings only the mount namespace)
+	setsid nsenter -t 1 -u -i -n -- containerd --config /etc/containerd/config.toml --root \$R/root --state /run/containerd >>\$R/containerd.log 2>&1 </dev/null &
 	echo \$! >\$R/containerd.pid
 	i=0; until ctr version >/dev/null 2>&1; do i=\$((i+1)); [ \$i -lt 100 ] || { echo "containerd failed to start" >&2; exit 1; }; sleep 0.1; done ;;
 *) echo "fake systemctl: unsupported: \$*" >&2; exit 1 ;;
@@ -113,6 +127,9 @@ esac
 EOF2
 chmod 0755 "$H/usr/local/sbin/containerd" "$H/usr/local/sbin/systemctl"
 for d in /usr/local/bin /usr/local/sbin /etc/containerd /etc/cni/net.d /home; do mount --bind "$H$d" "$d"; done
+# the state dir is a hostPath at the same path (the host's curl reads the CA bundle the installer writes there)
+mkdir -p /run/gvisorgen
+mount --bind "$H/run/gvisorgen" /run/gvisorgen
 # Debian's runsc would be found on PATH: hide it, so that only the installed runsc can start sandboxes
 mount --bind /dev/null /usr/bin/runsc
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -122,13 +139,15 @@ say "host containerd: $(containerd --version)"
 
 # images: the test image and the sandbox (pause) image of each config
 sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/bb.tar" docker.io/library/bbtest:1
-sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$(case $V in 16) echo registry.k8s.io/pause:3.6 ;; 17) echo registry.k8s.io/pause:3.8 ;; *) echo registry.k8s.io/pause:3.10.2 ;; esac)" '["/bin/sleep","2147483647"]'
+sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$(case $CFGV in 16) echo registry.k8s.io/pause:3.6 ;; 17) echo registry.k8s.io/pause:3.8 ;; *) echo registry.k8s.io/pause:3.10.2 ;; esac)" '["/bin/sleep","2147483647"]'
 for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; done
 
 # the init containers' rootfs: busybox only, the scripts at /gvisorgen, the host tree at /host
 cp /bin/busybox "$C/bin/busybox"
 for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; done
 cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
+# Each init container has its own mount, network, UTS and IPC namespaces (a pod without hostNetwork), and the node's
+# PID namespace (hostPID): every host command reaches the node only through HOST_EXEC / HOST_EXEC_NET's nsenter.
 # runsc's own debug log, one file per command, for the sidecar line; the sandbox network stays on (the default)
 RUNSC_TOML=$(printf 'debug = "true"\ndebug-log = "%s/runsc/"' "$R")
 # the floor the generator renders for these tags (cue/compat.cue; TestContainerdFloorAgrees holds the two equal)
@@ -138,26 +157,31 @@ runinit() { # SCRIPT [VAR=VALUE...]
 	local s=$1
 	shift
 	# shellcheck disable=SC2016 # expanded by the inner sh
-	unshare --mount sh -c '
+	unshare --mount --net --uts --ipc sh -c '
 		c=$1 h=$2; shift 2
 		mount --rbind "$h" "$c/host"
 		mount -t proc proc "$c/proc"
 		mount --rbind /dev "$c/dev"
 		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen \
-			GVISOR_BASE_URL=http://127.0.0.1:18080/release "$@"' \
-		sh "$C" "$H" "GVISOR_VERSION=$TAG" "CONTAINERD_MIN_VERSION=$FLOOR" "GVISOR_SHA512_PINS=$PINS" "RUNSC_CONFIG_TOML=$RUNSC_TOML" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+			GVISOR_BASE_URL=https://127.0.0.1:18443/release "$@"' \
+		sh "$C" "$H" "GVISOR_VERSION=$TAG" "CONTAINERD_MIN_VERSION=$FLOOR" "RUNSC_CONFIG_TOML=$RUNSC_TOML" "GVISOR_CA_BUNDLE=$(cat "$W/ca.pem")" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
 if [ "$MODE" = refused ]; then
 	# the DaemonSet's init containers stop at the first failure: configure-containerd never runs
 	if runinit install-runsc.sh >"$W/refused.log"; then cat "$W/refused.log"; say "FAIL: install-runsc installed $TAG on containerd $V"; exit 1; fi
 	cat "$W/refused.log"
 	grep -q "refusing to install gVisor $TAG: its shim needs containerd >= 1.7.0 .* this node runs containerd 1.6" "$W/refused.log" || { say "FAIL: no refusal naming both versions"; exit 1; }
+	! grep -q "downloading" "$W/refused.log" || { say "FAIL: downloaded before refusing"; exit 1; }
 	[ -z "$(ls -A /usr/local/bin)" ] || { say "FAIL: something was installed: $(ls -A /usr/local/bin)"; exit 1; }
 	cmp -s "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config changed"; exit 1; }
 	[ "$(grep -c restart "$R/systemctl.log" || true)" = 0 ] || { say "FAIL: containerd restarted"; exit 1; }
 	say "refused: $TAG's shim needs containerd >= 1.7.0; nothing installed, config unchanged, containerd not restarted"
 	exit 0
 fi
+# curl needs the node's network: through the mount namespace alone it cannot reach the node's 127.0.0.1
+if runinit install-runsc.sh "HOST_EXEC_NET=nsenter -t 1 -m --" >"$W/nonet.log" 2>&1; then say "FAIL: curl reached the node without its network namespace"; exit 1; fi
+if ! grep -q 'ERROR: .*127\.0\.0\.1:18443' "$W/nonet.log" || [ -e "$IDIR/runsc" ]; then say "FAIL: no refusal"; cat "$W/nonet.log"; exit 1; fi
+say "curl through the mount namespace alone: refused ($(grep -o 'ERROR: .*' "$W/nonet.log" | cut -c1-120)...)"
 t=$(date +%s%N)
 runinit install-runsc.sh
 runinit configure-containerd.sh
@@ -169,7 +193,10 @@ if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say
 if [ "$MODE" = offpath ]; then
 	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
 	grep -q "runtime_path = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no runtime_path"; exit 1; }
-	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
+	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
+	if [ "$CFGV" = 16 ]; then # a version 2 file: the absolute runtime_type 1.x needs, whichever version wrote it
+		grep -q "runtime_type = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no absolute runtime_type"; exit 1; }
+	fi
 fi
 
 # a CRI pod with runtime handler runsc

@@ -17,6 +17,7 @@ GVZ_NAME=uninstall-runsc
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS rmdir
 gvz_load_env
+gvz_cas_args "$@"
 [ "$GVISOR_MODE" = uninstall ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': uninstall-runsc runs only in uninstall mode"
 
 IDIR=$HOST_ROOT$INSTALL_DIR
@@ -112,7 +113,8 @@ if [ -f "$CFG" ]; then
         gvz_cas_replace "$T/current" "$T/candidate" "$CFG" "$mode" || rc=$?
         if [ "$rc" -ne 0 ]; then
             if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
-            [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
+            if [ "$rc" -eq 3 ]; then gvz_cas_retry; fi
+            [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit, on each of $GVZ_CAS_ATTEMPTS attempts; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
             gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
         fi
         gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
@@ -127,6 +129,10 @@ if [ -f "$RCFG" ]; then
     if head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then
         rm -f "$RCFG"
         gvz_log "removed $RUNSC_CONFIG"
+        # its own subfolder of containerd's config folder, when nothing else is in it
+        if [ "${RUNSC_CONFIG%/*/*}" = "$GVZ_CFG_DIR" ] && rmdir "${RCFG%/*}" 2>/dev/null; then
+            gvz_log "removed ${RUNSC_CONFIG%/*}"
+        fi
     else
         gvz_log "$RUNSC_CONFIG was not written by gvisorgen; left in place"
     fi
