@@ -263,6 +263,7 @@ if [ -z "$handwritten" ]; then
     else
         if [ ! -d "${RCFG%/*}" ]; then
             mkdir -m 0755 "${RCFG%/*}" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
+            : >"${RCFG%/*}/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
             gvz_log "created ${RUNSC_CONFIG%/*}"
         fi
         gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"

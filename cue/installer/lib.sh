@@ -109,6 +109,8 @@ gvz_load_env() {
     GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
     GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
     GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
+    # Left in runsc.toml's folder when gvisorgen created that folder: uninstall removes a folder only if it is there.
+    GVZ_DIR_MARK=.gvisorgen-created
     GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
     GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
     [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
