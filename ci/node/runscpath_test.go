@@ -117,3 +117,34 @@ func TestRunscConfigMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestRunscConfigMovedUninstall: a node installed by an older gvisorgen (runsc.toml at /etc/containerd/runsc.toml)
+// goes straight to uninstall with the new default path: the old file, gvisorgen's own as recorded, goes too, and the
+// config is restored byte for byte.
+func TestRunscConfigMovedUninstall(t *testing.T) {
+	for _, ver := range []string{"16", "24"} {
+		t.Run(ver, func(t *testing.T) {
+			orig := def16()
+			if ver == "24" {
+				orig = def24()
+			}
+			h := newHost(t, ver)
+			h.setConfig(orig)
+			h.startContainerd()
+			h.mustRun("install-runsc.sh", nil)
+			h.mustRunRestarts("configure-containerd.sh", nil, 1) // the old path (the hosts' RUNSC_CONFIG)
+			old := "/etc/containerd/runsc.toml"
+			if !h.exists(old) {
+				t.Fatalf("%s was not written", old)
+			}
+			r := h.mustRunRestarts("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall", "RUNSC_CONFIG": runscSub}, 1)
+			if h.exists(old) {
+				t.Fatalf("the old %s is left: %s", old, r)
+			}
+			assertContains(t, "output", r.Output, "the runsc.toml of the previous install")
+			if h.config() != orig {
+				t.Fatalf("config not restored")
+			}
+		})
+	}
+}

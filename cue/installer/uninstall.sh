@@ -119,6 +119,8 @@ if [ -f "$CFG" ]; then
         fi
         gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
         changed=1
+        # a block an older gvisorgen wrote may name runsc.toml at another path (never reconfigured since)
+        gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$(sed -n 3p "$HOST_ROOT$GVZ_APPLIED" 2>/dev/null || true)"
         ;;
     *) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
     esac
