@@ -3,6 +3,7 @@
 package node
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -13,38 +14,55 @@ const runscSub = "/etc/containerd/runsc/runsc.toml"
 
 // TestRunscConfigSubfolder: with runsc.toml in its subfolder (created by the installer), a config importing
 // /etc/containerd/*.toml does not load it (no overlap note), runs are idempotent, and uninstall leaves the config
-// byte-identical and removes runsc.toml and the folder it created.
+// byte-identical and removes runsc.toml and the folder it created — and only that: a folder that was there before
+// (the user's, empty) stays.
 func TestRunscConfigSubfolder(t *testing.T) {
 	for _, ver := range []string{"16", "24"} {
-		t.Run(ver, func(t *testing.T) {
-			// as in TestImportGlobs: a version 2 file, read by both
-			orig := "version = 2\nimports = [\"/etc/containerd/*.toml\"]\n\n" + `[plugins."io.containerd.grpc.v1.cri".containerd]` + "\n  default_runtime_name = \"runc\"\n"
-			env := map[string]string{"RUNSC_CONFIG": runscSub}
-			h := newHost(t, ver)
-			h.setConfig(orig)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", env)
-			r := h.mustRunRestarts("configure-containerd.sh", env, 1)
-			if strings.Contains(r.Output, "also matches") {
-				t.Fatalf("runsc.toml is still reached by the imports glob: %s", r)
+		for _, usersDir := range []bool{false, true} {
+			name := ver + "/created-by-gvisorgen"
+			if usersDir {
+				name = ver + "/users-folder"
 			}
-			cfg := h.config()
-			assertContains(t, "config", cfg, `ConfigPath = "`+runscSub+`"`)
-			rt := h.read(runscSub)
-			h.checkReal(true)
-			h.mustRunRestarts("configure-containerd.sh", env, 0)
-			if h.config() != cfg || h.read(runscSub) != rt {
-				t.Fatalf("the second run changed a file")
-			}
-			h.mustRun("ready.sh", env)
-			h.mustRunRestarts("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall", "RUNSC_CONFIG": runscSub}, 1)
-			if h.config() != orig {
-				t.Fatalf("config not restored")
-			}
-			if h.exists("/etc/containerd/runsc") {
-				t.Fatalf("the runsc folder gvisorgen created is left")
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				// as in TestImportGlobs: a version 2 file, read by both
+				orig := "version = 2\nimports = [\"/etc/containerd/*.toml\"]\n\n" + `[plugins."io.containerd.grpc.v1.cri".containerd]` + "\n  default_runtime_name = \"runc\"\n"
+				env := map[string]string{"RUNSC_CONFIG": runscSub}
+				h := newHost(t, ver)
+				h.setConfig(orig)
+				if usersDir {
+					if err := os.Mkdir(h.P("/etc/containerd/runsc"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				h.startContainerd()
+				h.mustRun("install-runsc.sh", env)
+				r := h.mustRunRestarts("configure-containerd.sh", env, 1)
+				if strings.Contains(r.Output, "also matches") {
+					t.Fatalf("runsc.toml is still reached by the imports glob: %s", r)
+				}
+				cfg := h.config()
+				assertContains(t, "config", cfg, `ConfigPath = "`+runscSub+`"`)
+				rt := h.read(runscSub)
+				h.checkReal(true)
+				h.mustRunRestarts("configure-containerd.sh", env, 0)
+				if h.config() != cfg || h.read(runscSub) != rt {
+					t.Fatalf("the second run changed a file")
+				}
+				h.mustRun("ready.sh", env)
+				h.mustRunRestarts("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall", "RUNSC_CONFIG": runscSub}, 1)
+				if h.config() != orig {
+					t.Fatalf("config not restored")
+				}
+				switch {
+				case !usersDir && h.exists("/etc/containerd/runsc"):
+					t.Fatalf("the runsc folder gvisorgen created is left")
+				case usersDir && !h.exists("/etc/containerd/runsc"):
+					t.Fatalf("the user's runsc folder was removed")
+				case usersDir && h.exists("/etc/containerd/runsc/.gvisorgen-created"):
+					t.Fatalf("gvisorgen marked a folder it did not create")
+				}
+			})
+		}
 	}
 }
 
@@ -97,5 +115,36 @@ func TestRunscConfigMoves(t *testing.T) {
 				h.mustRun("ready.sh", env)
 			})
 		}
+	}
+}
+
+// TestRunscConfigMovedUninstall: a node installed by an older gvisorgen (runsc.toml at /etc/containerd/runsc.toml)
+// goes straight to uninstall with the new default path: the old file, gvisorgen's own as recorded, goes too, and the
+// config is restored byte for byte.
+func TestRunscConfigMovedUninstall(t *testing.T) {
+	for _, ver := range []string{"16", "24"} {
+		t.Run(ver, func(t *testing.T) {
+			orig := def16()
+			if ver == "24" {
+				orig = def24()
+			}
+			h := newHost(t, ver)
+			h.setConfig(orig)
+			h.startContainerd()
+			h.mustRun("install-runsc.sh", nil)
+			h.mustRunRestarts("configure-containerd.sh", nil, 1) // the old path (the hosts' RUNSC_CONFIG)
+			old := "/etc/containerd/runsc.toml"
+			if !h.exists(old) {
+				t.Fatalf("%s was not written", old)
+			}
+			r := h.mustRunRestarts("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall", "RUNSC_CONFIG": runscSub}, 1)
+			if h.exists(old) {
+				t.Fatalf("the old %s is left: %s", old, r)
+			}
+			assertContains(t, "output", r.Output, "the runsc.toml of the previous install")
+			if h.config() != orig {
+				t.Fatalf("config not restored")
+			}
+		})
 	}
 }

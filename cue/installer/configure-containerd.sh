@@ -263,6 +263,7 @@ if [ -z "$handwritten" ]; then
     else
         if [ ! -d "${RCFG%/*}" ]; then
             mkdir -m 0755 "${RCFG%/*}" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
+            : >"${RCFG%/*}/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
             gvz_log "created ${RUNSC_CONFIG%/*}"
         fi
         gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"
@@ -341,26 +342,8 @@ gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with 
 # runsc.toml moved (RUNSC_CONFIG changed, e.g. an older gvisorgen's /etc/containerd/runsc.toml): containerd now runs
 # with the block naming the new file, so the old one goes, but only when it is gvisorgen's own: its managed header and
 # the digest the applied marker recorded for it. A file edited since stays, and so does anything else.
-old_rcfg=
 if [ -n "$has_block" ] && [ -z "$handwritten" ]; then
-    old_rcfg=$(awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '$0 == b { i = 1; next } $0 == e { i = 0 }
-        i && /^[ \t]*ConfigPath[ \t]*=/ { v = $0; sub(/^[^=]*=[ \t]*"/, "", v); sub(/".*/, "", v); print v; exit }' "$T/current")
-fi
-if [ -n "$old_rcfg" ] && [ "$old_rcfg" != "$RUNSC_CONFIG" ]; then
-    case $old_rcfg in
-    "$GVZ_CFG_DIR"/*[!A-Za-z0-9._/-]* | *..* | *//*) gvz_log "the previous block named $old_rcfg; not touching it" ;;
-    "$GVZ_CFG_DIR"/*)
-        if [ -f "$HOST_ROOT$old_rcfg" ] && [ ! -L "$HOST_ROOT$old_rcfg" ] &&
-            head -n 1 "$HOST_ROOT$old_rcfg" | grep -q '^# Managed by gvisorgen' &&
-            [ "$(gvz_sha512 "$HOST_ROOT$old_rcfg")" = "$old_rdig" ]; then
-            rm -f "$HOST_ROOT$old_rcfg"
-            gvz_log "removed $old_rcfg, the runsc.toml of the previous install (now $RUNSC_CONFIG)"
-        elif [ -e "$HOST_ROOT$old_rcfg" ]; then
-            gvz_log "$old_rcfg (named by the previous block) is not gvisorgen's as recorded (edited since, or another writer's); left in place"
-        fi
-        ;;
-    *) gvz_log "the previous block named $old_rcfg, outside $GVZ_CFG_DIR; not touching it" ;;
-    esac
+    gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$old_rdig"
 fi
 rdig=-
 if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi

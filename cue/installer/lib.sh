@@ -113,6 +113,8 @@ gvz_load_env() {
     GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
     GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
     GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
+    # Left in runsc.toml's folder when gvisorgen created that folder: uninstall removes a folder only if it is there.
+    GVZ_DIR_MARK=.gvisorgen-created
     GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
     GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
     [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
@@ -647,6 +649,36 @@ gvz_unlock() {
         rm -rf "$GVZ_LOCK_DIR"
     fi
     GVZ_LOCK_HELD=
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# runsc.toml of an earlier install at another path (an older gvisorgen's /etc/containerd/runsc.toml)
+
+# gvz_block_config_path FILE : the ConfigPath that gvisorgen's block in FILE names (empty when none).
+gvz_block_config_path() {
+    awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '$0 == b { i = 1; next } $0 == e { i = 0 }
+        i && /^[ \t]*ConfigPath[ \t]*=/ { v = $0; sub(/^[^=]*=[ \t]*"/, "", v); sub(/".*/, "", v); print v; exit }' "$1"
+}
+
+# gvz_remove_moved_runsc_config OLD DIGEST : OLD (a host path named by the previous block) is removed when it is not
+# RUNSC_CONFIG and is gvisorgen's own as recorded: in containerd's config folder, a plain file with the managed header
+# whose digest is DIGEST (line 3 of the applied marker). A file edited since stays, and so does anything else.
+gvz_remove_moved_runsc_config() {
+    [ -n "$1" ] && [ "$1" != "$RUNSC_CONFIG" ] || return 0
+    case $1 in
+    "$GVZ_CFG_DIR"/*[!A-Za-z0-9._/-]* | *..* | *//*) gvz_log "the previous block named $1; not touching it" ;;
+    "$GVZ_CFG_DIR"/*)
+        if [ -f "$HOST_ROOT$1" ] && [ ! -L "$HOST_ROOT$1" ] &&
+            head -n 1 "$HOST_ROOT$1" | grep -q '^# Managed by gvisorgen' &&
+            [ "$(gvz_sha512 "$HOST_ROOT$1")" = "$2" ]; then
+            rm -f "$HOST_ROOT$1"
+            gvz_log "removed $1, the runsc.toml of the previous install (now $RUNSC_CONFIG)"
+        elif [ -e "$HOST_ROOT$1" ]; then
+            gvz_log "$1 (named by the previous block) is not gvisorgen's as recorded (edited since, or another writer's); left in place"
+        fi
+        ;;
+    *) gvz_log "the previous block named $1, outside $GVZ_CFG_DIR; not touching it" ;;
+    esac
 }
 
 # ---------------------------------------------------------------------------------------------------------------
