@@ -19,7 +19,8 @@ import (
 //     runsc, containerd is not restarted, the running gVisor pod is untouched, and the smoke pod runs again.
 //   - c16: install-runsc refuses before downloading anything, naming containerd 1.6.20 and the floor; the installer
 //     pod is never Ready, containerd is not restarted, config and stamp (20221219) unchanged, the running gVisor pod
-//     untouched; putting 20221219 back rolls out with no restart, and the smoke pod runs.
+//     untouched; 20240212 (the current runsc beside the 2022 shim) then rolls out with no restart, and the smoke pod
+//     runs.
 func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
 		c.ensureInstalled(ctx, t, vDeb)
@@ -60,9 +61,12 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			}
 			c.untouched(ctx, t, gvisorSleeper.name)
 			t.Logf("  .. refused on containerd 1.6: stamp %s, config unchanged, 0 restarts, gvisor-sleeper untouched", c.stamp("version"))
-			c.install(ctx, t, vDeb, "install")
+			// back to a release this node can run: 20240212 (the current runsc beside the 2022 shim). Not 20221219:
+			// Debian's 2022 runsc cannot delete the stopped sandboxes the current runsc created (scenario 2's pods), so
+			// kubelet's container GC never clears them and scenario 5's uninstall would wait for them forever.
+			c.install(ctx, t, vGood, "install")
 			if n := c.Restarts() - r0; n != 0 {
-				t.Errorf("putting %s back restarted containerd %d times", vDeb, n)
+				t.Errorf("installing %s after the refusal restarted containerd %d times", vGood, n)
 			}
 			c.smoke(ctx, t)
 			return

@@ -4,15 +4,15 @@
 #  - W/gvisorgen and W/tlsmirror (the product, and the mirror's HTTPS server);
 #  - W/images/all.tar: one OCI archive (busybox-static with every applet) holding the installer/smoke/test image and
 #    the pause images of containerd 1.6 and 2.4.2's default configs; W/images/digests ("REF DIGEST");
-#  - W/c16/serve/release, W/c24/serve/release: each node's gVisor mirror, built from the current gVisor
+#  - W/c16/serve/release, W/c17/…, W/c24/…: each node's gVisor mirror, built from the current gVisor
 #    (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc; beside it the 2022 shim on c16, which
-#    containerd 1.6 can start, the current shim on c24), 20260801 in the archive layout (ci/gvisor/build.sh's release
+#    containerd 1.6 can start, the current shim on c17 and c24), 20260801 in the archive layout (ci/gvisor/build.sh's release
 #    archive: the current runsc and shim, gvisor-bin/gvisor_sentry), 20240213 with a tampered runsc beside the
 #    genuine .sha512, 20221219 = Debian's runsc 20221219 beside the 2022 shim (the upgrade's start); aarch64 as hard
 #    links;
 #  - W/tls: a test CA and the mirror's certificate for the node IP; W/pki: the API server's service-account key
 #    pair, the admin and kubelet tokens and their kubeconfigs;
-#  - W/c16, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
+#  - W/c16, W/c17, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
 #    node.sh), containerd's own default config plus the test-only keys (and config.orig, its copy), the CNI config,
 #    the fake systemctl, kubelet.yaml, a temp copy of the repository's cue/ (the test target's root), and node.env:
 #    the environment ci/cluster/node.sh runs with.
@@ -23,6 +23,7 @@ cd "$(dirname "$0")/../.."
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 K8S=$(sh ci/k8s/build.sh --dir)
 C24=$cache/containerd-v2.4.2/containerd
+C17DIR=$(sh ci/containerd17/build.sh --dir)
 SHIM24=$cache/containerd-shim-runc-v2-v2.4.2
 RUNSC_SHIM=$cache/e2e/shim-20221203/shim
 G=$(sh ci/gvisor/build.sh --dir)
@@ -38,7 +39,7 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
 	exit 2
 fi
 for f in "$K8S"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,etcd} /usr/bin/containerd /usr/bin/ctr \
-	"$C24" "$SHIM24/containerd-shim-runc-v2" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
+	"$C24" "$SHIM24/containerd-shim-runc-v2" "$C17DIR/containerd" "$C17DIR/containerd-shim-runc-v2" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
 	[ -x "$f" ] || { log "FAIL: missing $f (run ci/cluster/setup.sh)"; exit 2; }
 done
 [ -f "$G.tar.bz2" ] || { log "FAIL: missing $G.tar.bz2 (run ci/cluster/setup.sh)"; exit 2; }
@@ -94,7 +95,8 @@ mkimage() { # OUT REF=CMDJSON...
 }
 mkdir -p "$W/images"
 mkimage "$W/images/all.tar" "$IMG=[\"/bin/sh\"]" \
-	'registry.k8s.io/pause:3.6=["/bin/sleep","2147483647"]' 'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
+	'registry.k8s.io/pause:3.6=["/bin/sleep","2147483647"]' 'registry.k8s.io/pause:3.8=["/bin/sleep","2147483647"]' \
+	'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
 # (the tests read the installer image's digest from images/digests and set it in the target: no registry has this
 # image, so `gvisorgen pin` must not ask one)
 
@@ -121,7 +123,7 @@ mirror_files() { # V
 	# here is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are read).
 	for v in "$V_GOOD" "$V_UP" "$V_BAD" "$V_DEB"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
 }
-for v in 16 24; do mirror_files "$v"; done
+for v in 16 17 24; do mirror_files "$v"; done
 
 # the mirror's TLS: a test CA (known only to `gvisorgen pin --ca-file`, not to the system roots) and a server
 # certificate for the node IP (SAN IP). RSA, as in the node tests (busybox wget's TLS client, the installer's for
@@ -167,6 +169,11 @@ node_files() { # V
 	cp "$P"/* "$cw/conf/"
 	printf '/etc/containerd etc-containerd\n/usr/local/bin usr-local-bin\n/usr/local/sbin usr-local-sbin\n' >"$cw/binds"
 	local ctrd=/usr/bin/containerd ctrd_path=""
+	if [ "$v" = 17 ]; then
+		ctrd=$C17DIR/containerd ctrd_path=$C17DIR
+		printf '#!/bin/sh\nexec %s "$@"\n' "$ctrd" >"$H/usr-local-sbin/containerd"
+		chmod 755 "$H/usr-local-sbin/containerd"
+	fi
 	if [ "$v" = 24 ]; then
 		ctrd=$C24 ctrd_path=$SHIM24
 		# the host's `containerd` (found by the installer's host commands) is the one that runs
@@ -234,5 +241,5 @@ oomScoreAdj: 0
 volumePluginDir: $cw/plugins
 EOF
 }
-for v in 16 24; do node_files "$v"; done
+for v in 16 17 24; do node_files "$v"; done
 log "prepared $W in ${SECONDS}s"
