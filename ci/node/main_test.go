@@ -30,6 +30,7 @@ var (
 	ctrd16      string // Debian's containerd 1.6
 	ctrd24      string // containerd 2.4.2 built from its module
 	ctrBin      string // ctr client (Debian's)
+	crictlBin   string // crictl (ci/node/setup.sh builds it): the hosts that have one ask CRI for the runsc handler
 	httpdURL    string // busybox httpd serving work/serve
 	faultURL    string // Go server with fault injection
 	refusedURL  string // nothing listens there
@@ -76,6 +77,7 @@ func run(m *testing.M) int {
 	ctrd24 = get("CONTAINERD24", "")
 	busybox = get("BUSYBOX", "/bin/busybox")
 	ctrBin = get("CTR", "/usr/bin/ctr")
+	crictlBin = get("CRICTL", "")
 	// curl: the fake host's curl, which install-runsc uses for unpinned downloads (verified TLS).
 	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {

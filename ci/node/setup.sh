@@ -56,5 +56,6 @@ else
 	trap - EXIT INT TERM
 fi
 echo "setup: containerd $CONTAINERD24_VERSION ready in $(($(now) - t))s"
+sh "$(dirname "$0")/crictl.sh" >/dev/null
 echo "setup: done in $(($(now) - t_all))s"
 echo "CONTAINERD24=$c24dir/containerd"
