@@ -39,7 +39,7 @@ func TestInstallRestartsContainerdOnceAndRunsGVisor(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^# >>> gvisorgen: runsc runtime`).Match(cfg) {
 			t.Errorf("no gvisorgen block in config.toml")
 		}
-		if rt, _ := c.ReadHostFile("/etc/containerd/runsc.toml"); !strings.Contains(string(rt), `network = "none"`) {
+		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); !strings.Contains(string(rt), `network = "none"`) {
 			t.Errorf(`runsc.toml lacks network = "none"`)
 		}
 		for _, b := range []string{"runsc", "containerd-shim-runsc-v1"} {

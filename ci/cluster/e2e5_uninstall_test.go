@@ -73,7 +73,7 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		if !bytes.Equal(orig, now) {
 			t.Errorf("config.toml is not byte-identical to the original:\n%s", lineDiff(string(orig), string(now), 20))
 		}
-		if exists(c.HostPath("/etc/containerd/runsc.toml")) {
+		if exists(c.HostPath("/etc/containerd/runsc/runsc.toml")) || exists(c.HostPath("/etc/containerd/runsc")) {
 			t.Errorf("runsc.toml left")
 		}
 		var left []string

@@ -84,16 +84,14 @@ func fileVersion(cfg string) int {
 	return 1
 }
 
-// checkReal checks the host's config with the real containerd versions that read its version (1.6 for none and 2,
-// 2.4.2 for 2, 3 and 4): dump exits 0, no "unknown key", runsc present (or absent when !wantRunsc), default kept.
+// checkReal checks the host's config with the real containerd versions that read its version (1.6 for none, 1 and 2,
+// 2.4.2 for all: it migrates 1 and 2): dump exits 0, no "unknown key", runsc present (or absent when !wantRunsc), default kept.
 func (h *Host) checkReal(wantRunsc bool) {
 	h.t.Helper()
 	cfg := h.config()
 	var bins []string
 	switch fileVersion(cfg) {
-	case 1:
-		bins = []string{ctrd16}
-	case 2:
+	case 1, 2: // 2.x migrates versions 1 and 2 on load
 		bins = []string{ctrd16, ctrd24}
 	default:
 		bins = []string{ctrd24}

@@ -145,8 +145,9 @@ var configureCases = []configureCase{
 
 func offPathChecks(t *testing.T, h *Host) {
 	assertContains(t, "config", h.config(), `runtime_path = "/home/kubernetes/bin/containerd-shim-runsc-v1"`)
-	if h.CtrdName == "16" {
-		// 1.6 ignores runtime_path when it starts a sandbox's shim (seen in ci/node/e2e.sh): absolute runtime_type
+	if h.CtrdName == "16" || fileVersion(h.config()) <= 2 {
+		// 1.6 ignores runtime_path when it starts a sandbox's shim (seen in ci/node/e2e.sh): absolute runtime_type,
+		// also written on 2.x into a version 1 or 2 file, which 1.x reads too
 		assertContains(t, "config", h.config(), `runtime_type = "/home/kubernetes/bin/containerd-shim-runsc-v1"`)
 	} else {
 		assertContains(t, "config", h.config(), `runtime_type = "io.containerd.runsc.v1"`)

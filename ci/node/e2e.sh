@@ -2,13 +2,14 @@
 # ci/node/e2e.sh: node end-to-end test of the installer scripts (run ci/node/e2e-setup.sh first).
 #
 # For containerd 1.6 (Debian) and 2.4.2, with the install dir on containerd's PATH (/usr/local/bin) and off it
-# (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden): a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
+# (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden), and 1.6's version 2 config on 2.4.2 off PATH: a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
-# busybox httpd serving a release (Debian's runsc 20221219 + the matching 2022 shim) on 127.0.0.1, pinned (plain http).
-# The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the host tree
-# at /host and the default HOST_EXEC (nsenter into PID 1's namespaces). Then: ready.sh passes, a CRI pod with runtime
-# handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
+# openssl s_server serving a release (Debian's runsc 20221219 + the matching 2022 shim) unpinned over https on the node's
+# 127.0.0.1. The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the
+# host tree at /host, in network/UTS/IPC namespaces of their own, with the default HOST_EXEC (nsenter into PID 1's mount
+# namespace) and HOST_EXEC_NET (mount + network, curl only). Then: curl without the node's network is refused;
+# ready.sh passes, a CRI pod with runtime handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -22,7 +23,9 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	pass=0 fail=0
-	for run in "16 onpath" "24 onpath" "16 offpath" "24 offpath"; do
+	# "containerd installdir config": the last run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
+	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
+	for run in "16 onpath 16" "24 onpath 24" "16 offpath 16" "24 offpath 24" "24 offpath 16"; do
 		# shellcheck disable=SC2086 # "containerd mode", split on purpose
 		set -- $run
 		v=$1
@@ -30,11 +33,11 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		[ "$v" = 16 ] || bin=$C24
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2"; then
-			echo "e2e: containerd $v, install dir $2: PASS in $(($(date +%s) - t0))s"
+		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3"; then
+			echo "e2e: containerd $v, install dir $2, config host$3.toml: PASS in $(($(date +%s) - t0))s"
 			pass=$((pass + 1))
 		else
-			echo "e2e: containerd $v, install dir $2: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			echo "e2e: containerd $v, install dir $2, config host$3.toml: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
 			fail=$((fail + 1))
 			continue
 		fi
@@ -46,7 +49,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 fi
 
 # ---- inside the simulated node (PID 1 of new namespaces) ---------------------------------------------------------------
-V=$1 CTRD=$2 W=$3 MODE=$4
+V=$1 CTRD=$2 W=$3 MODE=$4 CFGV=$5
 IDIR=/usr/local/bin EXTRA=()
 if [ "$MODE" = offpath ]; then
 	# GKE COS style: an install dir that is not on containerd's PATH
@@ -68,12 +71,22 @@ for a in runsc containerd-shim-runsc-v1; do
 	cp "$src" "$W/serve/release/20240212/x86_64/$a"
 	(cd "$W/serve/release/20240212/x86_64" && sha512sum "$a" >"$a.sha512")
 done
-# busybox httpd serves plain http: the installer takes it only pinned (as a real mirror over http:// must be).
-PINS=$(for a in runsc containerd-shim-runsc-v1; do echo "x86_64/$a $(cut -d' ' -f1 "$W/serve/release/20240212/x86_64/$a.sha512")"; done)
-busybox httpd -p 127.0.0.1:18080 -h "$W/serve"
+# served unpinned over https on the node's own 127.0.0.1 (openssl s_server, a test CA): the installer must fetch it
+# with the host's curl, through HOST_EXEC_NET, since the init containers have a network namespace of their own.
+(
+	cd "$W" && umask 077
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=gvz-e2e-ca \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >srv.ext
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile srv.ext 2>/dev/null
+)
+(cd "$W/serve" && exec openssl s_server -quiet -WWW -accept 127.0.0.1:18443 -cert "$W/srv.pem" -key "$W/srv.key" \
+	</dev/null >"$W/s_server.log" 2>&1) &
+for _ in $(seq 1 50); do curl -sf --cacert "$W/ca.pem" -o /dev/null https://127.0.0.1:18443/release/20240212/x86_64/runsc.sha512 && break; sleep 0.1; done
 
 # the host
-cp "$REPO/ci/node/e2e/host$V.toml" "$H/etc/containerd/config.toml"
+cp "$REPO/ci/node/e2e/host$CFGV.toml" "$H/etc/containerd/config.toml"
 cp "$H/etc/containerd/config.toml" "$W/config.orig"
 cat >"$H/etc/cni/net.d/10-e2e.conflist" <<'JSON'
 {"cniVersion":"1.0.0","name":"e2e","plugins":[{"type":"bridge","bridge":"e2e0","isGateway":true,"ipMasq":false,
@@ -93,7 +106,9 @@ case "\$1 \${2:-}" in
 		i=0; while kill -0 "\$(cat \$R/containerd.pid)" 2>/dev/null; do i=\$((i+1)); [ \$i -lt 100 ] || exit 1; sleep 0.1; done
 	fi
 	rm -f /run/containerd/containerd.sock
-	setsid containerd --config /etc/containerd/config.toml --root \$R/root --state /run/containerd >>\$R/containerd.log 2>&1 </dev/null &
+	# like systemd: containerd runs in the node's namespaces, not in those of the caller (nsenter -t 1 -m from an init
+	# container brings only the mount namespace)
+	setsid nsenter -t 1 -u -i -n -- containerd --config /etc/containerd/config.toml --root \$R/root --state /run/containerd >>\$R/containerd.log 2>&1 </dev/null &
 	echo \$! >\$R/containerd.pid
 	i=0; until ctr version >/dev/null 2>&1; do i=\$((i+1)); [ \$i -lt 100 ] || { echo "containerd failed to start" >&2; exit 1; }; sleep 0.1; done ;;
 *) echo "fake systemctl: unsupported: \$*" >&2; exit 1 ;;
@@ -101,6 +116,9 @@ esac
 EOF2
 chmod 0755 "$H/usr/local/sbin/containerd" "$H/usr/local/sbin/systemctl"
 for d in /usr/local/bin /usr/local/sbin /etc/containerd /etc/cni/net.d /home; do mount --bind "$H$d" "$d"; done
+# the state dir is a hostPath at the same path (the host's curl reads the CA bundle the installer writes there)
+mkdir -p /run/gvisorgen
+mount --bind "$H/run/gvisorgen" /run/gvisorgen
 # Debian's runsc would be found on PATH: hide it, so that only the installed runsc can start sandboxes
 mount --bind /dev/null /usr/bin/runsc
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -110,26 +128,32 @@ say "host containerd: $(containerd --version)"
 
 # images: the test image and the sandbox (pause) image of each config
 sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/bb.tar" docker.io/library/bbtest:1
-sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$([ "$V" = 16 ] && echo registry.k8s.io/pause:3.6 || echo registry.k8s.io/pause:3.10.2)" '["/bin/sleep","2147483647"]'
+sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$([ "$CFGV" = 16 ] && echo registry.k8s.io/pause:3.6 || echo registry.k8s.io/pause:3.10.2)" '["/bin/sleep","2147483647"]'
 for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; done
 
 # the init containers' rootfs: busybox only, the scripts at /gvisorgen, the host tree at /host
 cp /bin/busybox "$C/bin/busybox"
 for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; done
 cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
+# Each init container has its own mount, network, UTS and IPC namespaces (a pod without hostNetwork), and the node's
+# PID namespace (hostPID): every host command reaches the node only through HOST_EXEC / HOST_EXEC_NET's nsenter.
 runinit() { # SCRIPT [VAR=VALUE...]
 	local s=$1
 	shift
 	# shellcheck disable=SC2016 # expanded by the inner sh
-	unshare --mount sh -c '
+	unshare --mount --net --uts --ipc sh -c '
 		c=$1 h=$2; shift 2
 		mount --rbind "$h" "$c/host"
 		mount -t proc proc "$c/proc"
 		mount --rbind /dev "$c/dev"
 		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen GVISOR_VERSION=20240212 \
-			GVISOR_BASE_URL=http://127.0.0.1:18080/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
-		sh "$C" "$H" "GVISOR_SHA512_PINS=$PINS" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+			GVISOR_BASE_URL=https://127.0.0.1:18443/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
+		sh "$C" "$H" "GVISOR_CA_BUNDLE=$(cat "$W/ca.pem")" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
+# curl needs the node's network: through the mount namespace alone it cannot reach the node's 127.0.0.1
+if runinit install-runsc.sh "HOST_EXEC_NET=nsenter -t 1 -m --" >"$W/nonet.log" 2>&1; then say "FAIL: curl reached the node without its network namespace"; exit 1; fi
+if ! grep -q 'ERROR: .*127\.0\.0\.1:18443' "$W/nonet.log" || [ -e "$IDIR/runsc" ]; then say "FAIL: no refusal"; cat "$W/nonet.log"; exit 1; fi
+say "curl through the mount namespace alone: refused ($(grep -o 'ERROR: .*' "$W/nonet.log" | cut -c1-120)...)"
 t=$(date +%s%N)
 runinit install-runsc.sh
 runinit configure-containerd.sh
@@ -140,7 +164,10 @@ if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say
 if [ "$MODE" = offpath ]; then
 	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
 	grep -q "runtime_path = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no runtime_path"; exit 1; }
-	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
+	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
+	if [ "$CFGV" = 16 ]; then # a version 2 file: the absolute runtime_type 1.x needs, whichever version wrote it
+		grep -q "runtime_type = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no absolute runtime_type"; exit 1; }
+	fi
 fi
 
 # a CRI pod with runtime handler runsc

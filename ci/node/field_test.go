@@ -3,6 +3,7 @@
 package node
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,7 +91,7 @@ func TestCRIRefusal(t *testing.T) {
 		{name: "containerd-down", config: "version = 2\n", noStart: true,
 			want: `containerd does not answer on /run/containerd/containerd.sock.*nothing was changed and containerd was not restarted\..*Fix: start containerd on the host`},
 		{name: "containerd-down-config-on-disk-broken", config: "version = 2\n[plugins\n", noStart: true,
-			want: `containerd does not answer on .*The config on disk is already broken: the host's containerd rejects /etc/containerd/config.toml \(.*\); fix it first`},
+			want: `(?m)containerd does not answer on /run/containerd/containerd.sock, so its CRI \(what kubelet uses\) cannot be checked; nothing was changed and containerd was not restarted\. The config on disk is already broken: the host's containerd rejects /etc/containerd/config\.toml \(.*\)\. Fix: correct /etc/containerd/config\.toml \(the rejection above\), then start containerd on the host \(systemctl status containerd; journalctl -u containerd\) and let the installer retry$`},
 	}
 	for _, ver := range []string{"16", "24"} {
 		for _, c := range cases {
@@ -104,6 +105,11 @@ func TestCRIRefusal(t *testing.T) {
 				before := h.restarts()
 				r := h.run("configure-containerd.sh", nil)
 				h.assertRefused(r, c.want, before, c.config)
+				// one message: the cause first, then the fix, once
+				if errs := regexp.MustCompile(`(?m)^\[configure-containerd\] ERROR: .*$`).FindAllString(r.Output, -1); len(errs) != 1 ||
+					strings.Count(errs[0], "Fix:") != 1 || strings.Contains(strings.ToLower(errs[0]), "fix it") {
+					t.Fatalf("want one ERROR line with one fix, got %q", errs)
+				}
 				for _, f := range []string{"config.toml.gvisorgen-backup", "config.toml.gvisorgen-applied", "runsc.toml"} {
 					if h.exists("/etc/containerd/" + f) {
 						t.Fatalf("%s written on a refusal", f)
@@ -205,16 +211,21 @@ func TestExactRestore(t *testing.T) {
 }
 
 // concurrentWriterExec is a test-only HOST_EXEC: it runs every host command through the fake host's HOST_EXEC and,
-// the first time the installer asks containerd to dump the candidate (the check file holding gvisorgen's block, or,
-// for uninstall, the check file without it), it appends a line to the live config first: another writer's edit
-// landing between the installer's read and its swap.
+// when the installer asks containerd to dump a candidate (the check file holding gvisorgen's block, or, for
+// uninstall, the check file without it) built from the live file as it is (as many of the writer's lines in both),
+// it appends a line to the live config first: another writer's edit landing between the installer's read and its
+// swap, once per attempt, as long as $D/edits-left says (one line appended to $D/edits per edit).
 const concurrentWriterExec = `#!/bin/sh
 D=@DIR@
+C=$D/host/etc/containerd/config.toml
 case " $* " in
 *" --config /etc/containerd/config.toml.gvisorgen-check config dump "*)
-	if [ ! -e "$D/edited" ] && [ "$(grep -cxF '@MARK@' "$D/host/etc/containerd/config.toml.gvisorgen-check")" @CMP@ 0 ]; then
-		printf '%s\n' '@EDIT@' >>"$D/host/etc/containerd/config.toml"
-		: >"$D/edited"
+	n=$(cat "$D/edits-left" 2>/dev/null || echo 0)
+	if [ "$n" -gt 0 ] && [ "$(grep -cxF '@MARK@' "$C.gvisorgen-check")" @CMP@ 0 ] &&
+		[ "$(grep -cxF '@EDIT@' "$C")" = "$(grep -cxF '@EDIT@' "$C.gvisorgen-check")" ]; then
+		printf '%s\n' '@EDIT@' >>"$C"
+		echo $((n - 1)) >"$D/edits-left"
+		echo edit >>"$D/edits"
 	fi ;;
 esac
 exec "$D/hostexec" "$@"
@@ -222,7 +233,8 @@ exec "$D/hostexec" "$@"
 
 const otherWritersEdit = "# added by the node bootstrapper while gvisorgen validated"
 
-func (h *Host) concurrentWriter(uninstall bool) string {
+func (h *Host) concurrentWriter(uninstall bool, edits int) string {
+	h.write(filepath.Join(h.Dir, "edits-left"), 0o644, fmt.Sprintf("%d\n", edits))
 	cmp := "-gt" // install: the candidate holds the block
 	if uninstall {
 		cmp = "-eq" // uninstall: the candidate is the config without it
@@ -233,54 +245,85 @@ func (h *Host) concurrentWriter(uninstall bool) string {
 	return p
 }
 
+// TestConcurrentWriter: the compare-and-swap refuses to write over another writer's edit and starts over from the
+// new file, in the same run, up to 3 attempts: one edit is absorbed (the edit kept, the backup the validated snapshot,
+// one restart); an edit on every attempt is refused (nothing written, no restart), and the next run succeeds.
 func TestConcurrentWriter(t *testing.T) {
+	edits := func(h *Host) int { return strings.Count(h.read("/../edits"), "edit\n") }
 	for _, ver := range []string{"16", "24"} {
-		t.Run("install/"+ver, func(t *testing.T) {
-			orig := def16()
+		orig := func() string {
 			if ver == "24" {
-				orig = def24()
+				return def24()
 			}
+			return def16()
+		}
+		t.Run("install-one-edit-retried/"+ver, func(t *testing.T) {
 			h := newHost(t, ver)
-			h.setConfig(orig)
+			h.setConfig(orig())
 			h.startContainerd()
 			h.mustRun("install-runsc.sh", nil)
-			before := h.restarts()
-			r := h.run("configure-containerd.sh", map[string]string{"HOST_EXEC": h.concurrentWriter(false)})
-			edited := orig + otherWritersEdit + "\n"
-			h.assertRefused(r, `/etc/containerd/config.toml was changed by another writer .* while gvisorgen validated its edit; nothing was written over it and containerd was not restarted`, before, edited)
-			if !h.exists("/../edited") {
-				t.Fatal("the wrapper never edited the config: the test tests nothing")
+			r := h.mustRunRestarts("configure-containerd.sh", map[string]string{"HOST_EXEC": h.concurrentWriter(false, 1)}, 1)
+			if edits(h) != 1 {
+				t.Fatalf("the wrapper edited %d times, want 1", edits(h))
 			}
-			if h.exists("/etc/containerd/config.toml.gvisorgen-backup") {
-				t.Fatal("a backup was left by the refused run")
-			}
-			// the retry starts from the other writer's file: its edit stays, the backup is that validated snapshot
-			h.mustRun("configure-containerd.sh", nil)
+			assertContains(t, "output", r.Output, "(attempt 1 of 3): nothing written over it; starting over from the new file")
+			edited := orig() + otherWritersEdit + "\n"
 			if got := h.config(); !strings.HasPrefix(got, edited+"\n"+beginMarker+"\n") {
 				t.Fatalf("the retry lost the other writer's edit:\n%s", got)
 			}
 			if h.read("/etc/containerd/config.toml.gvisorgen-backup") != edited {
 				t.Fatal("backup is not the validated snapshot")
 			}
-			if got := h.restarts() - before; got != 1 {
-				t.Fatalf("want 1 restart in all, got %d", got)
+			h.checkReal(true)
+			h.mustRun("ready.sh", nil)
+		})
+		t.Run("install-edit-on-every-attempt-refused/"+ver, func(t *testing.T) {
+			h := newHost(t, ver)
+			h.setConfig(orig())
+			h.startContainerd()
+			h.mustRun("install-runsc.sh", nil)
+			before := h.restarts()
+			r := h.run("configure-containerd.sh", map[string]string{"HOST_EXEC": h.concurrentWriter(false, 5)})
+			edited := orig() + strings.Repeat(otherWritersEdit+"\n", 3)
+			h.assertRefused(r, `/etc/containerd/config.toml was changed by another writer .* while gvisorgen validated its edit, on each of 3 attempts; nothing was written over it and containerd was not restarted`, before, edited)
+			if edits(h) != 3 {
+				t.Fatalf("the wrapper edited %d times, want 3 (one per attempt)", edits(h))
+			}
+			if h.exists("/etc/containerd/config.toml.gvisorgen-backup") {
+				t.Fatal("a backup was left by the refused run")
+			}
+			// the init container's next run starts from the other writer's file
+			h.mustRunRestarts("configure-containerd.sh", nil, 1)
+			if got := h.config(); !strings.HasPrefix(got, edited+"\n"+beginMarker+"\n") {
+				t.Fatalf("the next run lost the other writer's edits:\n%s", got)
+			}
+			if h.read("/etc/containerd/config.toml.gvisorgen-backup") != edited {
+				t.Fatal("backup is not the validated snapshot")
 			}
 			h.checkReal(true)
 			h.mustRun("ready.sh", nil)
 		})
-		t.Run("uninstall/"+ver, func(t *testing.T) {
-			orig := def16()
-			if ver == "24" {
-				orig = def24()
+		t.Run("uninstall-one-edit-retried/"+ver, func(t *testing.T) {
+			h := fullInstall(t, ver, orig())
+			env := map[string]string{"GVISOR_MODE": "uninstall", "HOST_EXEC": h.concurrentWriter(true, 1)}
+			r := h.mustRunRestarts("uninstall.sh", env, 1)
+			assertContains(t, "output", r.Output, "starting over from the new file")
+			if edits(h) != 1 {
+				t.Fatalf("the wrapper edited %d times, want 1", edits(h))
 			}
-			h := fullInstall(t, ver, orig)
+			if got := h.config(); strings.Contains(got, beginMarker) || !strings.Contains(got, otherWritersEdit+"\n") {
+				t.Fatalf("want the block gone and the other writer's edit kept:\n%s", got)
+			}
+		})
+		t.Run("uninstall-edit-on-every-attempt-refused/"+ver, func(t *testing.T) {
+			h := fullInstall(t, ver, orig())
 			installed := h.config()
 			before := h.restarts()
-			env := map[string]string{"GVISOR_MODE": "uninstall", "HOST_EXEC": h.concurrentWriter(true)}
+			env := map[string]string{"GVISOR_MODE": "uninstall", "HOST_EXEC": h.concurrentWriter(true, 5)}
 			r := h.run("uninstall.sh", env)
-			h.assertRefused(r, `/etc/containerd/config.toml was changed by another writer while gvisorgen validated its edit; nothing was changed and containerd was not restarted`, before, installed+otherWritersEdit+"\n")
-			if !h.exists("/../edited") {
-				t.Fatal("the wrapper never edited the config: the test tests nothing")
+			h.assertRefused(r, `/etc/containerd/config.toml was changed by another writer while gvisorgen validated its edit, on each of 3 attempts; nothing was changed and containerd was not restarted`, before, installed+strings.Repeat(otherWritersEdit+"\n", 3))
+			if edits(h) != 3 {
+				t.Fatalf("the wrapper edited %d times, want 3", edits(h))
 			}
 		})
 	}

@@ -24,6 +24,7 @@ type Host struct {
 	Dir      string // test scratch
 	Root     string // HOST_ROOT
 	Exec     string // HOST_EXEC
+	ExecNet  string // HOST_EXEC_NET
 	Ctrd     string // the host's containerd binary
 	CtrdName string // "16" or "24"
 	Env      map[string]string
@@ -56,11 +57,14 @@ func newHost(t *testing.T, ver string) *Host {
 	h.write(fb+"/ctr", 0o755, fmt.Sprintf("#!/bin/sh\nexec %s \"$@\"\n", ctrBin))
 	h.write(fb+"/systemctl", 0o755, strings.ReplaceAll(fakeSystemctl, "@DIR@", h.Dir))
 	h.Exec = filepath.Join(h.Dir, "hostexec")
-	h.write(h.Exec, 0o755, strings.ReplaceAll(hostExec, "@DIR@", h.Dir))
+	h.write(h.Exec, 0o755, hostExecScript(h.Dir, "hostexec", "--net"))
+	h.ExecNet = filepath.Join(h.Dir, "hostexec-net")
+	h.write(h.ExecNet, 0o755, hostExecScript(h.Dir, "hostexec-net", ""))
 	h.Env = map[string]string{
 		"GVISORGEN_SCRIPTS":        scriptsDir,
 		"HOST_ROOT":                h.Root,
 		"HOST_EXEC":                h.Exec,
+		"HOST_EXEC_NET":            h.ExecNet,
 		"GVISOR_VERSION":           tagBin,
 		"GVISOR_BASE_URL":          httpdURL + "/release",
 		"GVISOR_LAYOUT":            "auto",
@@ -81,9 +85,22 @@ func newHost(t *testing.T, ver string) *Host {
 }
 
 // The HOST_EXEC of the tests: a private mount namespace in which the fake host's dirs hide the machine's, with the
-// fake systemctl and the chosen containerd in /usr/local/sbin (first on the host PATH the scripts use). Commands see the host's real paths, as under nsenter.
-const hostExec = `#!/bin/sh
-exec unshare --mount --propagation private sh -c '
+// fake systemctl and the chosen containerd in /usr/local/sbin (first on the host PATH the scripts use). Commands see
+// the host's real paths, as under nsenter. HOST_EXEC (mount only, as nsenter -t 1 -m) also gets a new, empty network
+// namespace, so that a command that needed the host's network fails here; it refuses curl outright, which belongs to
+// HOST_EXEC_NET. HOST_EXEC_NET keeps the machine's network (the test servers on 127.0.0.1) and runs curl only. Each
+// wrapper logs the command it ran to @DIR@/hostexec.log, prefixed by its name.
+const hostExecTmpl = `#!/bin/sh
+me=@NAME@
+c=
+for a in "$@"; do case $a in env | *=*) ;; *) c=${a##*/}; break ;; esac; done
+echo "$me $c" >>@DIR@/hostexec.log
+case "$me:$c" in
+hostexec:curl) echo "hostexec: curl must run through HOST_EXEC_NET (it needs the host's network)" >&2; exit 97 ;;
+hostexec-net:curl) ;;
+hostexec-net:*) echo "hostexec-net: only curl may run through HOST_EXEC_NET, not $c" >&2; exit 97 ;;
+esac
+exec unshare --mount @UNSHARE@ --propagation private sh -c '
 set -e
 H=@DIR@/host
 mount --bind "$H/etc/containerd" /etc/containerd
@@ -94,6 +111,10 @@ mount --bind @DIR@/fakebin /usr/local/sbin
 export PATH=@DIR@/fakebin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 exec "$@"' hostexec "$@"
 `
+
+func hostExecScript(dir, name, unshare string) string {
+	return strings.NewReplacer("@DIR@", dir, "@NAME@", name, "@UNSHARE@", unshare).Replace(hostExecTmpl)
+}
 
 // A systemctl for the fake host: start/restart/stop/is-active containerd, with a private root; a knob file makes the
 // next N restarts fail (as a unit that does not come up).

@@ -335,7 +335,7 @@ func TestReadyUnprivileged(t *testing.T) {
 				`for d in "$0/etc/containerd" "$0/usr/local/bin" "$0/run/gvisorgen"; do mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" || exit 1; done
 exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$@"`, h.Root}
 			// no host command can run: HOST_EXEC's first word must exist (gvz_load_env), the flag makes it fail
-			env := map[string]string{"HOST_EXEC": "nsenter --no-such-flag"}
+			env := map[string]string{"HOST_EXEC": "nsenter --no-such-flag", "HOST_EXEC_NET": "nsenter --no-such-flag"}
 			r := h.runWith(ro, "ready.sh", env)
 			if r.Code != 0 {
 				t.Fatalf("unprivileged probe not ready on an installed node: %s", r)

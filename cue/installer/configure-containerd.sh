@@ -18,7 +18,7 @@
 #     runtimes.runsc under the effective CRI plugin and still runtimes.<default_runtime_name>, and containerd ignores
 #     no key that the old config did not already have ignored;
 #  6. swaps it in by compare-and-swap: the rename happens only if the config still holds the bytes read and validated
-#     (another writer's edit meanwhile: refuse, the retry starts over); the backup CONTAINERD_CONFIG.gvisorgen-backup
+#     (another writer's edit meanwhile: start over from the read, up to 3 attempts, then refuse); the backup CONTAINERD_CONFIG.gvisorgen-backup
 #     is that snapshot (before the first change, never overwritten); restarts containerd only when the
 #     file changed (or was changed by an earlier run that never saw containerd come back), waits for CRI (bounded),
 #     and on failure restores the old config, restarts again and exits non-zero;
@@ -37,13 +37,16 @@ GVZ_NAME=configure-containerd
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS
 gvz_load_env
+gvz_cas_args "$@"
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': configure-containerd runs only in install mode"
 
 CFG=$HOST_ROOT$CONTAINERD_CONFIG
 CHECK=$HOST_ROOT$GVZ_CHECK
 RCFG=$HOST_ROOT$RUNSC_CONFIG
 [ -d "$HOST_ROOT$GVZ_CFG_DIR" ] || gvz_die "containerd config dir $GVZ_CFG_DIR is not mounted at $HOST_ROOT$GVZ_CFG_DIR"
-[ -d "${RCFG%/*}" ] || gvz_die "the dir of RUNSC_CONFIG ($RUNSC_CONFIG) is not mounted at ${RCFG%/*}"
+# RUNSC_CONFIG's folder is containerd's config folder or a subfolder of it (created below when missing).
+[ -d "${RCFG%/*}" ] || [ "${RUNSC_CONFIG%/*/*}" = "$GVZ_CFG_DIR" ] ||
+    gvz_die "the dir of RUNSC_CONFIG ($RUNSC_CONFIG) is not mounted at ${RCFG%/*}"
 [ ! -L "$CFG" ] || gvz_die "$CONTAINERD_CONFIG is a symlink; refusing to replace it (point CONTAINERD_CONFIG at the real file)"
 gvz_check_runsc_toml
 
@@ -178,9 +181,11 @@ default_entry() {
 render_block() {
     printf '%s\n' "$GVZ_BEGIN"
     printf '[%s.runsc]\n' "$fprefix"
-    if [ "$INSTALL_DIR_ON_PATH" = false ] && [ "$host_major" -lt 2 ]; then
+    if [ "$INSTALL_DIR_ON_PATH" = false ] && { [ "$host_major" -lt 2 ] || [ "$fver" -le 2 ]; }; then
         # containerd 1.6 accepts runtime_path but does not use it to start a sandbox's shim ("binary not installed");
-        # an absolute runtime_type is what its shim manager resolves.
+        # an absolute runtime_type is what its shim manager resolves. A version 1 or 2 file gets it on 2.x too, as 1.x
+        # reads that file as well; 2.x resolves an absolute runtime_type the same way (and runtime_path names the
+        # same binary), so the block is the same whichever version writes it.
         printf '  runtime_type = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
     else
         printf '  runtime_type = "io.containerd.runsc.v1"\n'
@@ -219,13 +224,14 @@ if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
 else
     default_entry >"$T/default.toml"
     done_=
-    if [ "$fver" -eq 2 ] && [ "$defname" = runc ]; then
-        # A version 2 file is read by containerd 1.x and 2.x: with the minimal runc entry unless the file already
-        # defines runc (then containerd rejects the candidate for defining it twice, and the plain block is used).
+    if [ "$fver" -le 2 ] && [ "$defname" = runc ]; then
+        # A version 1 or 2 file is read by containerd 1.x and 2.x (2.x migrates both on load): with the minimal runc
+        # entry unless the file already defines runc (then containerd rejects the candidate for defining it twice, and
+        # the plain block is used).
         make_candidate "$T/default.toml"
         if validate "$T/candidate"; then
             done_=1
-            gvz_log "the block also carries a minimal '$defname' entry: containerd 1.x reads this version 2 file too and would lose its built-in '$defname'"
+            gvz_log "the block also carries a minimal '$defname' entry: containerd 1.x reads this version $fver file too and would lose its built-in '$defname'"
         fi
     fi
     if [ -z "$done_" ]; then
@@ -255,6 +261,11 @@ if [ -z "$handwritten" ]; then
     if [ -f "$RCFG" ] && cmp -s "$T/runsc.toml" "$RCFG"; then
         gvz_log "$RUNSC_CONFIG is up to date"
     else
+        if [ ! -d "${RCFG%/*}" ]; then
+            mkdir -m 0755 "${RCFG%/*}" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
+            : >"${RCFG%/*}/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
+            gvz_log "created ${RUNSC_CONFIG%/*}"
+        fi
         gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"
         gvz_log "wrote $RUNSC_CONFIG"
     fi
@@ -265,6 +276,8 @@ fi
 # --- swap -----------------------------------------------------------------------------------------------------------
 changed=
 if [ -z "$existed" ] || ! cmp -s "$T/candidate" "$CFG"; then changed=1; fi
+# runsc.toml as the previous run recorded it (line 3 of the applied marker), for the move below.
+old_rdig=$(sed -n 3p "$HOST_ROOT$GVZ_APPLIED" 2>/dev/null || true)
 applied_ok=
 if [ -f "$HOST_ROOT$GVZ_APPLIED" ] && [ -f "$CFG" ] &&
     [ "$(head -n 1 "$HOST_ROOT$GVZ_APPLIED")" = "$(gvz_sha512 "$CFG")" ]; then applied_ok=1; fi
@@ -286,7 +299,8 @@ if [ -n "$changed" ]; then
     if [ "$rc" -ne 0 ]; then
         if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
         if [ "$rc" -eq 3 ]; then
-            gvz_die "$CONTAINERD_CONFIG was changed by another writer (a node bootstrapper, an operator, another tool) while gvisorgen validated its edit; nothing was written over it and containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself and starts over from the new file"
+            gvz_cas_retry
+            gvz_die "$CONTAINERD_CONFIG was changed by another writer (a node bootstrapper, an operator, another tool) while gvisorgen validated its edit, on each of $GVZ_CAS_ATTEMPTS attempts; nothing was written over it and containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself and starts over from the new file"
         fi
         gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
     fi
@@ -325,6 +339,12 @@ fi
 # The last check of the install, made here because the long-running runsc-ready container cannot ask containerd
 # (it is unprivileged and only reads files): containerd serves CRI now, on the socket of the config on disk.
 gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
+# runsc.toml moved (RUNSC_CONFIG changed, e.g. an older gvisorgen's /etc/containerd/runsc.toml): containerd now runs
+# with the block naming the new file, so the old one goes, but only when it is gvisorgen's own: its managed header and
+# the digest the applied marker recorded for it. A file edited since stays, and so does anything else.
+if [ -n "$has_block" ] && [ -z "$handwritten" ]; then
+    gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$old_rdig"
+fi
 rdig=-
 if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
 printf '%s\n%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" "$rdig" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"

@@ -9,12 +9,13 @@
 #
 # Trust rule: an artifact is installed only if (a) its sha512 is pinned in GVISOR_SHA512_PINS (then busybox wget may
 # fetch it from anywhere, http:// included), or (b) it and its published .sha512 were fetched over TLS whose chain and
-# host name were verified: by the host's curl through HOST_EXEC (https only, the host's CA store or GVISOR_CA_BUNDLE),
+# host name were verified: by the host's curl through HOST_EXEC_NET (https only, the host's CA store or GVISOR_CA_BUNDLE),
 # streamed into this container. busybox wget does not verify certificates, so a .sha512 it fetched proves nothing.
 # Anything else (unpinned over http://, no curl on the host, a certificate curl rejects) is refused; no value relaxes it.
 #
 # Environment (set by the generator; see README.md for the whole contract):
-#   HOST_ROOT (/host)  HOST_EXEC (nsenter -t 1 -m -u -i -n -p --)  GVISOR_MODE (install)
+#   HOST_ROOT (/host)  HOST_EXEC (nsenter -t 1 -m --)  HOST_EXEC_NET (nsenter -t 1 -m -n --, curl only)
+#   GVISOR_MODE (install)
 #   GVISOR_VERSION (YYYYMMDD or YYYYMMDD.N, required)  GVISOR_BASE_URL  GVISOR_LAYOUT (auto|binaries|archive)
 #   GVISOR_SHA512_PINS ("<arch>/<artifact> <sha512>" lines)  GVISOR_CA_BUNDLE (PEM, empty: the host's CA store)
 #   HOST_PATH  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen; also holds the CA bundle for curl while it runs)
@@ -90,8 +91,8 @@ if [ -n "$UNPINNED" ]; then
     https://*) ;;
     *) gvz_die "refusing to install $UNPINNED from $URL: not pinned, and a plain http:// download cannot be verified; either $WAYS_OUT" ;;
     esac
-    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-    if ! cv=$(timeout 30 $GVZ_HX curl --version 2>&1); then
+    # shellcheck disable=SC2086 # GVZ_HXN (HOST_EXEC_NET + env PATH=HOST_PATH) is a command prefix, split on purpose
+    if ! cv=$(timeout 30 $GVZ_HXN curl --version 2>&1); then
         gvz_die "refusing to install $UNPINNED from $URL: not pinned, and the host has no working curl to download it over verified TLS (busybox wget does not verify certificates): $(printf '%s' "$cv" | head -n 1 | head -c 200); either $WAYS_OUT"
     fi
     if [ -n "$GVISOR_CA_BUNDLE" ]; then
@@ -126,8 +127,8 @@ fetch() {
         rm -f "$2"
         if [ "${3:-}" = curl ]; then
             # Our timeout is a backstop only: curl's --max-time ends curl itself (nsenter may fork it).
-            # shellcheck disable=SC2086 # GVZ_HX and CURL_CACERT are split on purpose
-            if err=$(timeout "$((DOWNLOAD_TIMEOUT_SECONDS + 5))" $GVZ_HX curl -fsS -L --proto =https --proto-redir =https \
+            # shellcheck disable=SC2086 # GVZ_HXN and CURL_CACERT are split on purpose
+            if err=$(timeout "$((DOWNLOAD_TIMEOUT_SECONDS + 5))" $GVZ_HXN curl -fsS -L --proto =https --proto-redir =https \
                 --tlsv1.2 --max-time "$DOWNLOAD_TIMEOUT_SECONDS" $CURL_CACERT "$1" 2>&1 >"$2"); then
                 return 0
             else

@@ -6,7 +6,8 @@
 # README.md beside this file; defaults are applied and every value is validated by gvz_load_env below.
 #
 # Conventions: POSIX sh for busybox, `set -eu` in every script, every host path is "$HOST_ROOT$path", every host
-# command goes through "$HOST_EXEC" (word-split on purpose), nothing else of the host is assumed visible.
+# command goes through "$HOST_EXEC" (word-split on purpose; curl alone through "$HOST_EXEC_NET"), nothing else of the
+# host is assumed visible.
 
 GVZ_NAME=${GVZ_NAME:-gvisorgen}
 
@@ -47,7 +48,8 @@ gvz_check_path() {
 gvz_load_env() {
     HOST_ROOT=${HOST_ROOT-/host}
     HOST_ROOT=${HOST_ROOT%/}
-    HOST_EXEC=${HOST_EXEC:-nsenter -t 1 -m -u -i -n -p --}
+    HOST_EXEC=${HOST_EXEC:-nsenter -t 1 -m --}
+    HOST_EXEC_NET=${HOST_EXEC_NET:-nsenter -t 1 -m -n --}
     HOST_PATH=${HOST_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
     GVISOR_VERSION=${GVISOR_VERSION:-}
     GVISOR_BASE_URL=${GVISOR_BASE_URL:-https://storage.googleapis.com/gvisor/releases/release}
@@ -60,7 +62,7 @@ gvz_load_env() {
     INSTALL_DIR=${INSTALL_DIR%/}
     INSTALL_DIR_ON_PATH=${INSTALL_DIR_ON_PATH:-true}
     CONTAINERD_CONFIG=${CONTAINERD_CONFIG:-/etc/containerd/config.toml}
-    RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc.toml}
+    RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc/runsc.toml}
     RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
     STATE_DIR=${STATE_DIR:-/run/gvisorgen}
     STATE_DIR=${STATE_DIR%/}
@@ -81,10 +83,14 @@ gvz_load_env() {
         # shellcheck disable=SC2154 # _x is set by the eval above
         if ! gvz_is_uint "$_x" || [ "$_x" -eq 0 ]; then gvz_die "$_v must be a positive integer, got '$_x'"; fi
     done
-    # The first word of HOST_EXEC must exist in the image (nsenter by default).
+    # The first word of HOST_EXEC and HOST_EXEC_NET must exist in the image (nsenter by default).
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
     set -- $HOST_EXEC
     [ $# -gt 0 ] || gvz_die "HOST_EXEC is empty"
+    gvz_need_applets "$1"
+    # shellcheck disable=SC2086 # a command prefix, split on purpose
+    set -- $HOST_EXEC_NET
+    [ $# -gt 0 ] || gvz_die "HOST_EXEC_NET is empty"
     gvz_need_applets "$1"
     # A CA bundle is PEM text: refuse anything else early rather than let the host's curl misread it.
     if [ -n "$GVISOR_CA_BUNDLE" ]; then
@@ -95,11 +101,16 @@ gvz_load_env() {
     fi
     case $HOST_PATH in *[!A-Za-z0-9._/:-]*) gvz_die "HOST_PATH may hold only letters, digits and . _ / : -, got '$HOST_PATH'" ;; esac
     # Host commands run with the host's usual PATH, not the image's (nsenter passes our environment through).
+    # GVZ_HX (PID 1's mount namespace) serves every host command but curl: host files and unix sockets by path
+    # (containerd's, systemd's) need only the mount namespace. GVZ_HXN adds the network namespace, for curl alone.
     GVZ_HX="$HOST_EXEC env PATH=$HOST_PATH"
+    GVZ_HXN="$HOST_EXEC_NET env PATH=$HOST_PATH"
 
     GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
     GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
     GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
+    # Left in runsc.toml's folder when gvisorgen created that folder: uninstall removes a folder only if it is there.
+    GVZ_DIR_MARK=.gvisorgen-created
     GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
     GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
     [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
@@ -232,27 +243,33 @@ gvz_cri_state() {
 gvz_require_cri() {
     _cs=$(gvz_cri_state "$1")
     [ "$_cs" != ok ] || return 0
+    # The state of the node first (cause, then what is on disk), one "Fix:" last; what the disk needs comes first in it.
     _disk=
+    _pre=
     case $2 in
-    rejected) _disk=" The config on disk is already broken: the host's containerd rejects $CONTAINERD_CONFIG ($(grep -iE 'level=(error|fatal)|failed|error' "$3" | head -n 1 | cut -c1-300)); fix it first." ;;
+    rejected)
+        _disk=" The config on disk is already broken: the host's containerd rejects $CONTAINERD_CONFIG ($(grep -iE 'level=(error|fatal)|failed|error' "$3" | head -n 1 | cut -c1-300))."
+        _pre="correct $CONTAINERD_CONFIG (the rejection above), then "
+        ;;
     missing) _disk=" There is no $CONTAINERD_CONFIG; containerd runs on its built-in defaults." ;;
     esac
     if [ -f "$CFG" ] && grep -qxF "$GVZ_BEGIN" "$CFG" 2>/dev/null; then
-        _disk="$_disk $CONTAINERD_CONFIG holds gvisorgen's block from an earlier run; if the block is at fault, remove it (the lines between the gvisorgen markers) and restart containerd."
+        _disk="$_disk $CONTAINERD_CONFIG holds gvisorgen's block from an earlier run."
+        _pre="${_pre}if the block is at fault remove it (the lines between the gvisorgen markers), then "
     fi
     case $_cs in
     down)
-        gvz_die "containerd does not answer on $1, so its CRI (what kubelet uses) cannot be checked; nothing was changed and containerd was not restarted.$_disk Fix: start containerd on the host (systemctl status containerd; journalctl -u containerd) and let the installer retry"
+        gvz_die "containerd does not answer on $1, so its CRI (what kubelet uses) cannot be checked; nothing was changed and containerd was not restarted.$_disk Fix: ${_pre}start containerd on the host (systemctl status containerd; journalctl -u containerd) and let the installer retry"
         ;;
     absent)
         _dis=
         if cat "$4" "$CFG" 2>/dev/null | grep -E '^[ \t]*disabled_plugins[ \t]*=' | grep -qE "[\"']((io\.containerd\.grpc\.v1\.)?cri)[\"']"; then
             _dis=" because $CONTAINERD_CONFIG disables it (disabled_plugins lists \"cri\"; Docker's containerd package ships this, as on a Docker/cri-dockerd node)"
         fi
-        gvz_die "containerd on $1 runs without its CRI plugin${_dis}: this containerd is not the runtime kubelet uses here (this installer's pod was started by another one), so a runsc runtime in it would never be used; nothing was changed and containerd was not restarted.$_disk Fix: keep the runsc-installer off this node (node affinity), point CONTAINERD_CONFIG at the containerd kubelet uses, or, if kubelet is meant to use this containerd, enable CRI (remove cri from disabled_plugins), restart containerd and let the installer retry"
+        gvz_die "containerd on $1 runs without its CRI plugin${_dis}: this containerd is not the runtime kubelet uses here (this installer's pod was started by another one), so a runsc runtime in it would never be used; nothing was changed and containerd was not restarted.$_disk Fix: keep the runsc-installer off this node (node affinity), point CONTAINERD_CONFIG at the containerd kubelet uses, or, if kubelet is meant to use this containerd, ${_pre}enable CRI (remove cri from disabled_plugins), restart containerd and let the installer retry"
         ;;
     *)
-        gvz_die "containerd on $1 runs, but its CRI plugin failed to load (status ${_cs%% *}: ${_cs#* }); this is the node's state before gvisorgen changed anything, and a restart would not fix it; nothing was changed and containerd was not restarted.$_disk Fix: correct the cause in $CONTAINERD_CONFIG (or the file it names), restart containerd, and let the installer retry"
+        gvz_die "containerd on $1 runs, but its CRI plugin failed to load (status ${_cs%% *}: ${_cs#* }); this is the node's state before gvisorgen changed anything, and a restart alone would not change it; nothing was changed and containerd was not restarted.$_disk Fix: ${_pre}correct the cause in $CONTAINERD_CONFIG (or the file it names), restart containerd, and let the installer retry"
         ;;
     esac
 }
@@ -589,6 +606,63 @@ gvz_unlock() {
         rm -rf "$GVZ_LOCK_DIR"
     fi
     GVZ_LOCK_HELD=
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# runsc.toml of an earlier install at another path (an older gvisorgen's /etc/containerd/runsc.toml)
+
+# gvz_block_config_path FILE : the ConfigPath that gvisorgen's block in FILE names (empty when none).
+gvz_block_config_path() {
+    awk -v b="$GVZ_BEGIN" -v e="$GVZ_END" '$0 == b { i = 1; next } $0 == e { i = 0 }
+        i && /^[ \t]*ConfigPath[ \t]*=/ { v = $0; sub(/^[^=]*=[ \t]*"/, "", v); sub(/".*/, "", v); print v; exit }' "$1"
+}
+
+# gvz_remove_moved_runsc_config OLD DIGEST : OLD (a host path named by the previous block) is removed when it is not
+# RUNSC_CONFIG and is gvisorgen's own as recorded: in containerd's config folder, a plain file with the managed header
+# whose digest is DIGEST (line 3 of the applied marker). A file edited since stays, and so does anything else.
+gvz_remove_moved_runsc_config() {
+    [ -n "$1" ] && [ "$1" != "$RUNSC_CONFIG" ] || return 0
+    case $1 in
+    "$GVZ_CFG_DIR"/*[!A-Za-z0-9._/-]* | *..* | *//*) gvz_log "the previous block named $1; not touching it" ;;
+    "$GVZ_CFG_DIR"/*)
+        if [ -f "$HOST_ROOT$1" ] && [ ! -L "$HOST_ROOT$1" ] &&
+            head -n 1 "$HOST_ROOT$1" | grep -q '^# Managed by gvisorgen' &&
+            [ "$(gvz_sha512 "$HOST_ROOT$1")" = "$2" ]; then
+            rm -f "$HOST_ROOT$1"
+            gvz_log "removed $1, the runsc.toml of the previous install (now $RUNSC_CONFIG)"
+        elif [ -e "$HOST_ROOT$1" ]; then
+            gvz_log "$1 (named by the previous block) is not gvisorgen's as recorded (edited since, or another writer's); left in place"
+        fi
+        ;;
+    *) gvz_log "the previous block named $1, outside $GVZ_CFG_DIR; not touching it" ;;
+    esac
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compare-and-swap retries: a config changed by another writer between the read and the swap is read again, in a
+# fresh run of the same script (nothing of the refused attempt is reused), at most GVZ_CAS_ATTEMPTS times in all.
+
+GVZ_CAS_ATTEMPTS=3
+GVZ_CAS_TRY=1
+
+# gvz_cas_args "$@" : the script's own arguments; only --cas-attempt N (N >= 2, from gvz_cas_retry) is known.
+gvz_cas_args() {
+    [ $# -gt 0 ] || return 0
+    if [ $# -eq 2 ] && [ "$1" = --cas-attempt ] && gvz_is_uint "$2" && [ "$2" -ge 2 ] && [ "$2" -le "$GVZ_CAS_ATTEMPTS" ]; then
+        GVZ_CAS_TRY=$2
+        return 0
+    fi
+    gvz_die "unknown arguments: $*"
+}
+
+# gvz_cas_retry : after the swap found the config changed: start over from the read (the lock released, scratch
+# removed, the script run again in this process) while attempts remain; returns when none do.
+gvz_cas_retry() {
+    [ "$GVZ_CAS_TRY" -lt "$GVZ_CAS_ATTEMPTS" ] || return 0
+    gvz_log "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit (attempt $GVZ_CAS_TRY of $GVZ_CAS_ATTEMPTS): nothing written over it; starting over from the new file"
+    trap - EXIT
+    gvz_cleanup
+    exec sh "$0" --cas-attempt "$((GVZ_CAS_TRY + 1))"
 }
 
 # ---------------------------------------------------------------------------------------------------------------

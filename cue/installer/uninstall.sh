@@ -15,8 +15,9 @@ GVZ_NAME=uninstall-runsc
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
 # shellcheck disable=SC2086 # list of applet names
-gvz_need_applets $GVZ_BASE_APPLETS rmdir
+gvz_need_applets $GVZ_BASE_APPLETS ls rmdir
 gvz_load_env
+gvz_cas_args "$@"
 [ "$GVISOR_MODE" = uninstall ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': uninstall-runsc runs only in uninstall mode"
 
 IDIR=$HOST_ROOT$INSTALL_DIR
@@ -112,11 +113,14 @@ if [ -f "$CFG" ]; then
         gvz_cas_replace "$T/current" "$T/candidate" "$CFG" "$mode" || rc=$?
         if [ "$rc" -ne 0 ]; then
             if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
-            [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
+            if [ "$rc" -eq 3 ]; then gvz_cas_retry; fi
+            [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit, on each of $GVZ_CAS_ATTEMPTS attempts; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
             gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
         fi
         gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
         changed=1
+        # a block an older gvisorgen wrote may name runsc.toml at another path (never reconfigured since)
+        gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$(sed -n 3p "$HOST_ROOT$GVZ_APPLIED" 2>/dev/null || true)"
         ;;
     *) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
     esac
@@ -127,6 +131,16 @@ if [ -f "$RCFG" ]; then
     if head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then
         rm -f "$RCFG"
         gvz_log "removed $RUNSC_CONFIG"
+        # The subfolder goes only if gvisorgen created it (its marker is there) and nothing else is in it.
+        _rdir=${RCFG%/*}
+        if [ "${RUNSC_CONFIG%/*/*}" = "$GVZ_CFG_DIR" ] && [ -f "$_rdir/$GVZ_DIR_MARK" ]; then
+            if [ "$(ls -A "$_rdir")" = "$GVZ_DIR_MARK" ]; then
+                rm -f "$_rdir/$GVZ_DIR_MARK"
+                rmdir "$_rdir" && gvz_log "removed ${RUNSC_CONFIG%/*}"
+            else
+                gvz_log "${RUNSC_CONFIG%/*} holds other files; left in place"
+            fi
+        fi
     else
         gvz_log "$RUNSC_CONFIG was not written by gvisorgen; left in place"
     fi
