@@ -34,7 +34,9 @@ func (c *Cluster) daemonSetFile() string {
 
 // writeTarget writes the test target: profile kind, the mirror's https baseURL, the imported installer image by its
 // digest (no registry has it), runsc network "none" (Debian's 2022 runsc cannot set up the sandbox network here).
-// No sha512: the pins come from pins.cue, written by gvisorgen pin.
+// No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is off: no pod of this cluster
+// reaches the API server yet (no kube-proxy, no live endpoints of the kubernetes Service), so its labelling init
+// container could not run; the gate is tested against a real API server in ci/apiserver (gate_test.go).
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
 gvisor:
@@ -46,6 +48,7 @@ gvisor:
     priorityQuota: {create: %t}
   runsc:
     config: {network: "none"}
+  readinessGate: {enabled: false}
 smoke:
   image: %s
 `, version, mirror, mode, imgDigest, !c.noQuota, img)
