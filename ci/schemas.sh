@@ -24,7 +24,8 @@ rm -rf cue.mod/gen
 	k8s.io/api/apps/v1 \
 	k8s.io/api/node/v1 \
 	k8s.io/api/storage/v1 \
-	k8s.io/api/rbac/v1
+	k8s.io/api/rbac/v1 \
+	k8s.io/api/admissionregistration/v1
 # A field whose name is the name of its own type is a Go embedding: embed it.
 find cue.mod/gen -name '*.cue' -exec sed -i -E \
 	's/^(\t+)([A-Z][A-Za-z0-9]*): (([a-z0-9]+\.)?#\2)( @.*)?$/\1\3/' {} +

@@ -137,7 +137,8 @@ func targets(t testing.TB, root string) []string {
 }
 
 // TestAPIServer starts one etcd + kube-apiserver and runs every suite against
-// it: the generated objects, the delivery objects and the mutation suite.
+// it: the generated objects, the delivery objects, the mutation suite, the
+// smoke test and the readiness gate.
 func TestAPIServer(t *testing.T) {
 	root := repoRoot(t)
 	c := startCluster(t)
@@ -145,6 +146,8 @@ func TestAPIServer(t *testing.T) {
 	t.Run("delivery", func(t *testing.T) { testDelivery(t, c, root) })
 	t.Run("mutations", func(t *testing.T) { testMutations(t, c, root) })
 	t.Run("smoke", func(t *testing.T) { testSmoke(t, c, root) })
+	// Last: it creates Node objects and applies the gate's policy for real.
+	t.Run("gate", func(t *testing.T) { testGate(t, c, root) })
 }
 
 // testSmoke dry-runs every target's smoke test (smoke/<target>/: the pod and

@@ -38,13 +38,16 @@ const binEnv = "GVISORGEN_K8S_BIN"
 // cluster is a running etcd + kube-apiserver pair and a kubectl set up to
 // reach it with an admin token.
 type cluster struct {
-	bin        string // folder with etcd, kube-apiserver, kubectl
-	dir        string // scratch folder of this run
-	server     string // https://127.0.0.1:PORT
-	token      string
-	kubeconfig string
-	http       *http.Client
-	apiLog     string
+	bin    string // folder with etcd, kube-apiserver, kubectl
+	dir    string // scratch folder of this run
+	server string // https://127.0.0.1:PORT
+	token  string
+	// kubeletToken authenticates as node A's kubelet (system:node:gvz-node-a,
+	// group system:nodes), for the Node authorizer and NodeRestriction.
+	kubeletToken string
+	kubeconfig   string
+	http         *http.Client
+	apiLog       string
 }
 
 // binaries returns the folder of the cached binaries and fails the test when
@@ -209,8 +212,13 @@ func startCluster(t testing.TB) *cluster {
 		t.Fatal(err)
 	}
 	c.token = hex.EncodeToString(tok)
+	if _, err := rand.Read(tok); err != nil {
+		t.Fatal(err)
+	}
+	c.kubeletToken = hex.EncodeToString(tok)
 	tokenFile := filepath.Join(dir, "tokens.csv")
-	writeFile(t, tokenFile, c.token+",e2e-admin,e2e-admin,system:masters\n")
+	writeFile(t, tokenFile, c.token+",e2e-admin,e2e-admin,system:masters\n"+
+		c.kubeletToken+",system:node:"+nodeA+",kubelet-"+nodeA+",system:nodes\n")
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +236,10 @@ func startCluster(t testing.TB) *cluster {
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--cert-dir="+filepath.Join(dir, "certs"),
 		"--token-auth-file="+tokenFile,
-		"--authorization-mode=RBAC",
+		// The readiness gate's cases need the kubelet's own rules: the Node
+		// authorizer and NodeRestriction (gate_test.go).
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+saKey,
 		"--service-account-signing-key-file="+saKey,

@@ -43,6 +43,11 @@ const (
 	ns = "namespace-gvisor-system.yaml"
 	sa = "serviceaccount-runsc-installer.yaml"
 	cm = "configmap-runsc-installer-scripts.yaml"
+	// The readiness gate's (gate_test.go names them too).
+	vap   = gatePolicy
+	vapb  = gateBinding
+	crole = gateRole
+	crb   = gateGrant
 )
 
 // Files of smoke/<mutationTarget>/, delivery/<mutationTarget>/ and delivery/.
@@ -237,6 +242,18 @@ func mutations() []mutation {
 		{name: "name: 254 characters", file: sc, ops: []op{set(p("metadata", "name"), strings.Repeat("a", 254))}},
 		{name: "label value: leading dash", file: ds, ops: []op{set(p("metadata", "labels", "app.kubernetes.io/part-of"), "-gvisor")}},
 		{name: "runtimeclass overhead: unknown resource", file: rc, ops: []op{set(p("overhead"), map[string]any{"podFixed": map[string]any{"memroy": "64Mi"}})}},
+
+		// The readiness gate: the policy, its binding and the RBAC grant.
+		{name: "policy: failurePolicy typo", file: vap, ops: []op{set(p("spec", "failurePolicy"), "Failure")}},
+		{name: "policy: operation PATCH", file: vap, ops: []op{set(p("spec", "matchConstraints", "resourceRules", 0, "operations"), []any{"PATCH"})}},
+		{name: "policy: empty expression", file: vap, ops: []op{set(p("spec", "validations", 0, "expression"), "")}},
+		{name: "policy: reason Denied", file: vap, ops: []op{set(p("spec", "validations", 0, "reason"), "Denied")}},
+		{name: "ok: policy reason Invalid", file: vap, ops: []op{set(p("spec", "validations", 0, "reason"), "Invalid")}},
+		{name: "policy binding: validationActions Block", file: vapb, ops: []op{set(p("spec", "validationActions"), []any{"Block"})}},
+		{name: "policy binding: no policyName", file: vapb, ops: []op{del(p("spec", "policyName"))}},
+		{name: "clusterrole: no verbs", file: crole, ops: []op{set(p("rules", 0, "verbs"), []any{})}},
+		{name: "clusterrolebinding: roleRef kind typo", file: crb, ops: []op{set(p("roleRef", "kind"), "ClusterRol")}},
+		{name: "clusterrolebinding: roleRef apiGroup typo", file: crb, ops: []op{set(p("roleRef", "apiGroup"), "rbac.authorization.k8s.io/v1")}},
 
 		// Namespace, ServiceAccount, ConfigMap
 		{name: "namespace name: underscore", file: ns, ops: []op{set(p("metadata", "name"), "gvisor_system")}},

@@ -5,9 +5,9 @@
 #  - Debian packages: runsc (20221219: the cluster suite's upgrade starts from it), golang-1.19-go (to build the 2022
 #    shim), containernetworking-plugins (bridge, host-local, loopback for the CRI pod);
 #  - into ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/e2e/ (each built into a temp dir and renamed, skipped when present):
-#    crictl v1.34.0; containerd-shim-runsc-v1 from gvisor.dev/gvisor/shim at a 2022 pseudo-version, built with Go 1.19
-#    (a current shim answers containerd 2's bootstrap handshake, which 1.6 cannot read: on 1.6 the current runsc runs
-#    behind this shim); usernsrun.
+#    containerd-shim-runsc-v1 from gvisor.dev/gvisor/shim at a 2022 pseudo-version, built with Go 1.19 (a current
+#    shim answers containerd 2's bootstrap handshake, which 1.6 cannot read: on 1.6 the current runsc runs behind this
+#    shim); usernsrun.
 #  (iproute2 too, for `ip link set lo up` in the node's network namespace.)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -49,7 +49,6 @@ build() {
 	mv "$tmp" "$cache/$name"
 	echo "e2e-setup: built $name in $(($(now) - t))s"
 }
-build crictl-v1.34.0 env GOFLAGS=-buildvcs=false go install sigs.k8s.io/cri-tools/cmd/crictl@v1.34.0
 build shim-20221203 env GOFLAGS=-buildvcs=false GOTOOLCHAIN=local /usr/lib/go-1.19/bin/go install gvisor.dev/gvisor/shim@v0.0.0-20221203005347-703fd9b7fbc0
 # keyed by the source's digest, so a change rebuilds it (e2e.sh computes the same name)
 build "usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)" env GOFLAGS=-buildvcs=false go install ./ci/node/e2e/usernsrun

@@ -22,13 +22,14 @@ cd "$(dirname "$0")/../.."
 REPO=$PWD
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 E2E=$cache/e2e
+CRICTL=$(sh ci/node/crictl.sh --path)
 USERNSRUN=$E2E/usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)/usernsrun
 
 if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	C24=$cache/containerd-v2.4.2/containerd
 	C17=$(sh ci/containerd17/build.sh --dir)/containerd
 	G=$(sh ci/gvisor/build.sh --dir)
-	for f in /usr/bin/containerd "$C17" "$C24" "$G/runsc" "$G/containerd-shim-runsc-v1" /usr/bin/runsc /bin/busybox "$E2E/crictl-v1.34.0/crictl" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
+	for f in /usr/bin/containerd "$C17" "$C24" "$G/runsc" "$G/containerd-shim-runsc-v1" /usr/bin/runsc /bin/busybox "$CRICTL" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
@@ -104,6 +105,8 @@ cat >"$H/etc/cni/net.d/10-e2e.conflist" <<'JSON'
  "ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.77.0/24"}]],"dataDir":"/run/cni-ipam"}},{"type":"loopback"}]}
 JSON
 printf '#!/bin/sh\nexec %s "$@"\n' "$CTRD" >"$H/usr/local/sbin/containerd"
+# the node's crictl, as kind, GKE and EKS nodes have one: configure-containerd asks CRI for the runsc handler with it
+printf '#!/bin/sh\nexec %s "$@"\n' "$CRICTL" >"$H/usr/local/sbin/crictl"
 cat >"$H/usr/local/sbin/systemctl" <<EOF2
 #!/bin/sh
 # fake systemctl of the simulated node: containerd with a private root/state
@@ -125,7 +128,7 @@ case "\$1 \${2:-}" in
 *) echo "fake systemctl: unsupported: \$*" >&2; exit 1 ;;
 esac
 EOF2
-chmod 0755 "$H/usr/local/sbin/containerd" "$H/usr/local/sbin/systemctl"
+chmod 0755 "$H/usr/local/sbin/containerd" "$H/usr/local/sbin/crictl" "$H/usr/local/sbin/systemctl"
 for d in /usr/local/bin /usr/local/sbin /etc/containerd /etc/cni/net.d /home; do mount --bind "$H$d" "$d"; done
 # the state dir is a hostPath at the same path (the host's curl reads the CA bundle the installer writes there)
 mkdir -p /run/gvisorgen
@@ -184,7 +187,9 @@ if ! grep -q 'ERROR: .*127\.0\.0\.1:18443' "$W/nonet.log" || [ -e "$IDIR/runsc" 
 say "curl through the mount namespace alone: refused ($(grep -o 'ERROR: .*' "$W/nonet.log" | cut -c1-120)...)"
 t=$(date +%s%N)
 runinit install-runsc.sh
-runinit configure-containerd.sh
+runinit configure-containerd.sh | tee "$W/configure.log"
+grep -q "containerd's CRI on .* lists the runsc handler" "$W/configure.log" || { say "FAIL: configure-containerd did not see CRI list the runsc handler"; exit 1; }
+say "configure-containerd: $(grep -o "containerd's CRI on .* lists the runsc handler" "$W/configure.log")"
 say "init containers took $((($(date +%s%N) - t) / 1000000)) ms"
 runinit ready.sh
 say "ready.sh: ok"
@@ -200,7 +205,7 @@ if [ "$MODE" = offpath ]; then
 fi
 
 # a CRI pod with runtime handler runsc
-crictl=$E2E/crictl-v1.34.0/crictl
+crictl=$CRICTL
 CR() { "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "unix://$A" --timeout 60s "$@" 2> >(grep -v 'crictl.yaml' >&2); }
 sed "s|@LOGDIR@|$R/podlogs|" "$REPO/ci/node/e2e/pod.json" >"$W/pod.json"
 cid=$(timeout 120 "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "unix://$A" --timeout 60s run --no-pull --runtime runsc "$REPO/ci/node/e2e/ctr.json" "$W/pod.json" 2>"$W/crictl.err") || {

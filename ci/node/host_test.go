@@ -144,6 +144,8 @@ case "$1 ${2:-}" in
 	fi
 	rm -f /run/containerd/containerd.sock
 	cfg=""; [ ! -f /etc/containerd/config.toml ] || cfg="--config /etc/containerd/config.toml"
+	# knob "config": the unit runs containerd with another file (as a unit's --config would)
+	if [ -s "$D/knobs/config" ]; then cfg="--config $(cat "$D/knobs/config")"; fi
 	setsid containerd $cfg --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
 	echo $! >"$D/containerd.pid"
 	i=0

@@ -75,9 +75,12 @@ func TestRestartFailure(t *testing.T) {
 	})
 	t.Run("crashed-before-restart-restarts-on-next-run/1.6", func(t *testing.T) {
 		h := fullInstall(t, "16", def16())
-		// a run that wrote the config but died before seeing containerd back leaves no applied marker
-		if err := os.Remove(h.P("/etc/containerd/config.toml.gvisorgen-applied")); err != nil {
-			t.Fatal(err)
+		// a run that wrote the config but died before restarting containerd leaves neither the applied marker nor
+		// the record of a restart for these bytes
+		for _, f := range []string{"/etc/containerd/config.toml.gvisorgen-applied", "/run/gvisorgen/restarted-for"} {
+			if err := os.Remove(h.P(f)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		h.mustFail("ready.sh", nil, "never seen running")
 		before := h.restarts()

@@ -31,6 +31,7 @@ var (
 	ctrd24      string // containerd 2.4.2 built from its module
 	ctrd17      string // containerd 1.7 built from its module in a wrapper module (ci/containerd17)
 	ctrBin      string // ctr client (Debian's)
+	crictlBin   string // crictl (ci/node/setup.sh builds it): the hosts that have one ask CRI for the runsc handler
 	httpdURL    string // busybox httpd serving work/serve
 	faultURL    string // Go server with fault injection
 	refusedURL  string // nothing listens there
@@ -78,6 +79,7 @@ func run(m *testing.M) int {
 	ctrd17 = get("CONTAINERD17", "")
 	busybox = get("BUSYBOX", "/bin/busybox")
 	ctrBin = get("CTR", "/usr/bin/ctr")
+	crictlBin = get("CRICTL", "")
 	// curl: the fake host's curl, which install-runsc uses for unpinned downloads (verified TLS).
 	for _, tool := range []string{"unshare", "mount", "tar", "bzip2", "setsid", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {

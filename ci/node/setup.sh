@@ -61,6 +61,7 @@ echo "setup: containerd $CONTAINERD24_VERSION ready in $(($(now) - t))s"
 t=$(now)
 sh "$(dirname "$0")/../containerd17/build.sh"
 echo "setup: containerd 1.7 ready in $(($(now) - t))s"
+sh "$(dirname "$0")/crictl.sh" >/dev/null
 echo "setup: done in $(($(now) - t_all))s"
 echo "CONTAINERD24=$c24dir/containerd"
 echo "CONTAINERD17=$(sh "$(dirname "$0")/../containerd17/build.sh" --dir)/containerd"

@@ -42,7 +42,8 @@ echo "test-node: no wget -T"
 CONTAINERD16=${CONTAINERD16:-/usr/bin/containerd}
 CONTAINERD24=${CONTAINERD24:-${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-$CONTAINERD24_VERSION/containerd}
 CONTAINERD17=${CONTAINERD17:-$(sh ci/containerd17/build.sh --dir)/containerd}
-export CONTAINERD16 CONTAINERD17 CONTAINERD24
+CRICTL=${CRICTL:-$(sh ci/node/crictl.sh --path)}
+export CONTAINERD16 CONTAINERD17 CONTAINERD24 CRICTL
 t=$(now)
 go test -tags nodetest -count=1 -timeout 15m ./ci/node/... "$@"
 echo "test-node: go test in $(($(now) - t))s; total $(($(now) - t_all))s"

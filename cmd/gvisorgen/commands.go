@@ -259,7 +259,7 @@ could not be asked (unreachable, certificate rejected) or the inputs do not eval
 					fmt.Fprintf(w, "resolved %s\n", r)
 				}
 				for _, o := range rep.Own {
-					fmt.Fprintf(w, "not asked %s: the target sets gvisor.installer.image.digest itself\n", o)
+					fmt.Fprintf(w, "not asked %s\n", o)
 				}
 			}
 			if err != nil {

@@ -26,8 +26,10 @@ import (
 // mirror start: serves $WORK/mirror over https (a gVisor release mirror whose
 // files the script writes) and an in-memory OCI registry over https, both
 // with httptest's certificate, and sets MIRROR (the base URL), REGISTRY
-// (host:port), CA (a PEM file trusting both) and IMAGE_DIGEST (the digest of
-// the multi-arch index pushed as $REGISTRY/library/busybox:1.37.0-glibc).
+// (host:port), CA (a PEM file trusting both), IMAGE_DIGEST (the digest of
+// the multi-arch index pushed as $REGISTRY/library/busybox:1.37.0-glibc) and
+// KUBECTL_DIGEST (the same for $REGISTRY/kubectl:v1.37.2, the readiness
+// gate's image).
 // mirror untrusted: MIRROR_UNTRUSTED, a second mirror with a certificate of
 // its own that CA does not trust.
 func mirror(ts *testscript.TestScript, neg bool, args []string) {
@@ -58,6 +60,15 @@ func mirror(ts *testscript.TestScript, neg bool, args []string) {
 		d, err := idx.Digest()
 		ts.Check(err)
 		ts.Setenv("IMAGE_DIGEST", d.String())
+		// The readiness gate's kubectl image, under its default tag.
+		kidx, err := random.Index(256, 1, 2)
+		ts.Check(err)
+		kref, err := name.ParseReference(host + "/kubectl:v1.37.2")
+		ts.Check(err)
+		ts.Check(remote.WriteIndex(kref, kidx, remote.WithTransport(tr)))
+		kd, err := kidx.Digest()
+		ts.Check(err)
+		ts.Setenv("KUBECTL_DIGEST", kd.String())
 	case "untrusted":
 		srv := httptest.NewUnstartedServer(http.FileServer(http.Dir(ts.MkAbs("mirror"))))
 		// httptest's servers share one certificate: this one gets its own,

@@ -28,7 +28,8 @@
 #
 # Environment (set by the generator; see README.md): HOST_ROOT HOST_EXEC GVISOR_MODE INSTALL_DIR INSTALL_DIR_ON_PATH
 #   CONTAINERD_CONFIG RUNSC_CONFIG RUNSC_CONFIG_TOML STATE_DIR RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS
-# Host commands used through HOST_EXEC: containerd (config dump / config default), systemctl restart containerd, ctr.
+# Host commands used through HOST_EXEC: containerd (config dump / config default), systemctl restart containerd, ctr,
+# crictl (when the host has it: does CRI list the runsc handler).
 set -eu
 GVZ_NAME=configure-containerd
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -312,8 +313,17 @@ restart=
 if [ -n "$changed" ]; then
     restart=1
 elif [ -z "$handwritten" ] && [ -z "$applied_ok" ]; then
-    gvz_log "$CONTAINERD_CONFIG already holds the runtime, but containerd was never seen running with it: restarting"
-    restart=1
+    # Never seen running with it. A restart is due, unless CRI lists runsc already, or an earlier run restarted for
+    # these very bytes and CRI still did not list it (containerd reads another file): another restart would not help,
+    # and every retry of the init container would cost the node one.
+    if [ "$(gvz_cri_lists_runsc "$new_addr")" = yes ]; then
+        gvz_log "$CONTAINERD_CONFIG already holds the runtime and containerd's CRI lists it: no restart"
+    elif [ "$(cat "$HOST_ROOT$GVZ_RESTARTED_FOR" 2>/dev/null)" = "$(gvz_sha512 "$CFG")" ]; then
+        gvz_log "an earlier run restarted containerd for this very $CONTAINERD_CONFIG: not restarting again"
+    else
+        gvz_log "$CONTAINERD_CONFIG already holds the runtime, but containerd was never seen running with it: restarting"
+        restart=1
+    fi
 fi
 
 if [ -n "$restart" ]; then
@@ -332,6 +342,7 @@ if [ -n "$restart" ]; then
         fi
         gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config, but containerd does not come back either; the node needs attention"
     fi
+    gvz_sha512 "$CFG" | gvz_atomic_write "$HOST_ROOT$GVZ_RESTARTED_FOR" 0644 || gvz_die "cannot write $GVZ_RESTARTED_FOR"
 else
     gvz_log "$CONTAINERD_CONFIG unchanged; no containerd restart"
 fi
@@ -339,6 +350,14 @@ fi
 # The last check of the install, made here because the long-running runsc-ready container cannot ask containerd
 # (it is unprivileged and only reads files): containerd serves CRI now, on the socket of the config on disk.
 gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
+# And its CRI lists the runsc handler (what RuntimeClass gvisor names): a containerd started with another config file
+# (a unit's --config) serves CRI without it, whatever the file on disk says.
+cri_runsc=$(gvz_cri_lists_runsc "$new_addr")
+case $cri_runsc in
+yes) gvz_log "containerd's CRI on $new_addr lists the runsc handler" ;;
+no) gvz_die "containerd's CRI on $new_addr does not list the runsc handler although $CONTAINERD_CONFIG defines it: the running containerd does not read that file (a --config in its unit? systemctl cat containerd) or drops the runtime (journalctl -u containerd); gVisor pods would fail with 'no runtime for \"runsc\"'. Fix: point CONTAINERD_CONFIG (gvisor.installer.containerdConfig) at the file containerd runs with; the installer retries by itself" ;;
+*) gvz_log "CRI's runtime list not checked (${cri_runsc#unknown: }): the config containerd serves CRI with defines runsc (its dump, above)" ;;
+esac
 # runsc.toml moved (RUNSC_CONFIG changed, e.g. an older gvisorgen's /etc/containerd/runsc.toml): containerd now runs
 # with the block naming the new file, so the old one goes, but only when it is gvisorgen's own: its managed header and
 # the digest the applied marker recorded for it. A file edited since stays, and so does anything else.

@@ -115,6 +115,8 @@ gvz_load_env() {
     GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
     # Left in runsc.toml's folder when gvisorgen created that folder: uninstall removes a folder only if it is there.
     GVZ_DIR_MARK=.gvisorgen-created
+    # The digest of the config containerd was last restarted for (under /run: a reboot forgets it).
+    GVZ_RESTARTED_FOR=$STATE_DIR/restarted-for
     GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
     GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
     [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
@@ -254,6 +256,29 @@ gvz_cri_ok() {
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
     _out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
     printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
+}
+
+# gvz_cri_lists_runsc ADDRESS : what the running containerd's CRI (the API kubelet uses) says of the runsc handler,
+# asked with the host's crictl: "yes" (its `crictl info` lists a runsc runtime: the config's runtimes table on 1.x and
+# 2.x, runtimeHandlers on 2.x), "no", or "unknown: <why>" (no crictl on the host, or crictl could not ask). Kind,
+# GKE and EKS nodes ship crictl; without it the dump of the config containerd serves CRI with stands in.
+gvz_cri_lists_runsc() {
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    if ! timeout 5 $GVZ_HX crictl --version >/dev/null 2>&1; then
+        echo "unknown: the host has no crictl on $HOST_PATH"
+        return 0
+    fi
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    if ! _out=$(timeout 20 $GVZ_HX crictl --runtime-endpoint "unix://$1" --timeout 10s info 2>/dev/null); then
+        echo "unknown: crictl info on $1 failed"
+        return 0
+    fi
+    # A JSON key "runsc" (a runtimes table entry) or a handler named runsc; nothing else in `crictl info` is so named.
+    if printf '%s\n' "$_out" | grep -qE '"runsc"[[:space:]]*:[[:space:]]*\{|"name"[[:space:]]*:[[:space:]]*"runsc"'; then
+        echo yes
+    else
+        echo no
+    fi
 }
 
 # gvz_cri_state ADDRESS : what the running containerd says about its CRI plugin, asked through `ctr plugins ls` (never

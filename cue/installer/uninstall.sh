@@ -156,7 +156,7 @@ if [ -f "$STAMP" ]; then
 else
     gvz_log "no gvisorgen stamp in $INSTALL_DIR: no binaries of gvisorgen's to remove"
 fi
-rm -f "$HOST_ROOT$GVZ_APPLIED"
+rm -f "$HOST_ROOT$GVZ_APPLIED" "$HOST_ROOT$GVZ_RESTARTED_FOR"
 
 # --- restart last ----------------------------------------------------------------------------------------------------
 if [ -n "$changed" ]; then

@@ -74,8 +74,10 @@ func TestInstallerEnvContract(t *testing.T) {
 	}
 	sorted := func(s []string) []string { s = slices.Clone(s); sort.Strings(s); return slices.Compact(s) }
 
-	// The rendered DaemonSets: every container, init or not, gets exactly the
-	// rendered variables, in the contract's order.
+	// The rendered DaemonSets: every container that runs the installer's
+	// scripts, init or not, gets exactly the rendered variables, in the
+	// contract's order; the readiness gate's kubectl container only its node's
+	// name.
 	dss, _ := filepath.Glob(filepath.Join(repoRoot, "generated", "*", "daemonset-runsc-installer.yaml"))
 	if len(dss) == 0 {
 		t.Fatal("no rendered DaemonSet")
@@ -103,8 +105,12 @@ func TestInstallerEnvContract(t *testing.T) {
 			for _, e := range c.Env {
 				names = append(names, e.Name)
 			}
-			if !slices.Equal(names, rendered) {
-				t.Errorf("%s: container %s env = %v, want %v", target, c.Name, names, rendered)
+			want := rendered
+			if gateContainers[c.Name] {
+				want = []string{"NODE_NAME"}
+			}
+			if !slices.Equal(names, want) {
+				t.Errorf("%s: container %s env = %v, want %v", target, c.Name, names, want)
 			}
 		}
 	}
@@ -245,12 +251,20 @@ func TestArchAffinityInEveryDaemonSet(t *testing.T) {
 	}
 }
 
+// gateContainers are the readiness gate's kubectl containers: label-node, the
+// last init container in install mode, and unlabel-node, the first in
+// uninstall mode.
+var gateContainers = map[string]bool{"label-node": true, "unlabel-node": true}
+
 // TestInstallerContainersLeastMounts: in every rendered installer DaemonSet each
 // container has a read-only root filesystem, an ephemeral-storage request and
 // /tmp on the pod's size-bounded emptyDir, and each init container mounts only
 // the host folders its script uses (install-runsc: the install dir and the
 // state dir; configure-containerd: the containerd dir and the state dir);
-// runsc-ready reads all three.
+// runsc-ready reads all three. The readiness gate's label-node, last, mounts
+// only its projected token (read-only, at kubectl's in-cluster path), no host
+// folder and no /tmp, and runs unprivileged like runsc-ready; the pod mounts
+// no token by itself.
 func TestInstallerContainersLeastMounts(t *testing.T) {
 	dss, _ := filepath.Glob(filepath.Join(repoRoot, "generated", "*", "daemonset-runsc-installer.yaml"))
 	if len(dss) == 0 {
@@ -282,19 +296,28 @@ func TestInstallerContainersLeastMounts(t *testing.T) {
 		"install-runsc":        {"scripts", "tmp", "host-install-dir", "host-state"},
 		"configure-containerd": {"scripts", "tmp", "host-containerd", "host-state"},
 		"runsc-ready":          {"scripts", "tmp", "host-install-dir", "host-containerd", "host-state"},
+		"label-node":           {"api-token"},
 	}
 	for _, file := range dss {
 		var ds struct {
 			Spec struct {
 				Template struct {
 					Spec struct {
-						InitContainers []container `json:"initContainers"`
-						Containers     []container
-						Volumes        []struct {
+						AutomountServiceAccountToken *bool       `json:"automountServiceAccountToken"`
+						InitContainers               []container `json:"initContainers"`
+						Containers                   []container
+						Volumes                      []struct {
 							Name     string
 							EmptyDir *struct {
 								SizeLimit string `json:"sizeLimit"`
 							} `json:"emptyDir"`
+							Projected *struct {
+								Sources []struct {
+									ServiceAccountToken *struct {
+										ExpirationSeconds int `json:"expirationSeconds"`
+									} `json:"serviceAccountToken"`
+								}
+							}
 						}
 					}
 				}
@@ -317,9 +340,22 @@ func TestInstallerContainersLeastMounts(t *testing.T) {
 		if !tmpOK {
 			t.Errorf("%s: no emptyDir volume tmp with a sizeLimit", file)
 		}
+		if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
+			t.Errorf("%s: the pod mounts a service account token by itself (automountServiceAccountToken not false)", file)
+		}
+		for _, v := range s.Volumes {
+			if v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if tok := src.ServiceAccountToken; tok != nil && (v.Name != "api-token" || tok.ExpirationSeconds < 600 || tok.ExpirationSeconds > 3600) {
+					t.Errorf("%s: volume %s: a token that is not the gate's short-lived one (%d s)", file, v.Name, tok.ExpirationSeconds)
+				}
+			}
+		}
 		all := append(append([]container{}, s.InitContainers...), s.Containers...)
-		if len(all) != 3 {
-			t.Errorf("%s: want 3 containers (install mode), got %d", file, len(all))
+		if len(all) != 4 || s.InitContainers[len(s.InitContainers)-1].Name != "label-node" {
+			t.Errorf("%s: want 4 containers (install mode, the gate on), label-node the last init container; got %d", file, len(all))
 		}
 		for _, c := range all {
 			if !c.SecurityContext.ReadOnlyRootFilesystem {
@@ -338,17 +374,20 @@ func TestInstallerContainersLeastMounts(t *testing.T) {
 			if !slices.Equal(got, want[c.Name]) {
 				t.Errorf("%s: %s mounts %v, want %v", file, c.Name, got, want[c.Name])
 			}
-			if c.Name == "runsc-ready" {
+			if c.Name == "runsc-ready" || gateContainers[c.Name] {
 				// the long-running container: unprivileged, not root, no capabilities, host folders read-only
 				sc := c.SecurityContext
 				if sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 					sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 ||
 					!slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-					t.Errorf("%s: runsc-ready is not unprivileged: %+v", file, sc)
+					t.Errorf("%s: %s is not unprivileged: %+v", file, c.Name, sc)
 				}
 				for _, m := range c.VolumeMounts {
-					if strings.HasPrefix(m.Name, "host-") && !m.ReadOnly {
-						t.Errorf("%s: runsc-ready mounts %s read-write", file, m.Name)
+					if (strings.HasPrefix(m.Name, "host-") || m.Name == "api-token") && !m.ReadOnly {
+						t.Errorf("%s: %s mounts %s read-write", file, c.Name, m.Name)
+					}
+					if m.Name == "api-token" && m.MountPath != "/var/run/secrets/kubernetes.io/serviceaccount" {
+						t.Errorf("%s: %s mounts its token at %s, not kubectl's in-cluster path", file, c.Name, m.MountPath)
 					}
 				}
 			}

@@ -47,9 +47,11 @@ type PinReport struct {
 	Resolved []string
 	// Added are the pins that were missing (written, or reported by Check).
 	Added []string
-	// Own lists the installer images that a target pins by itself (an explicit
-	// gvisor.installer.image.digest that pins.cue does not hold), which pin
-	// does not ask a registry for: "repository:tag@digest (target T)".
+	// Own lists the images that a target pins by itself (an explicit
+	// gvisor.installer.image.digest or gvisor.readinessGate.image.digest that
+	// pins.cue does not hold), each with the field that pins it, which pin
+	// does not ask a registry for: "repository:tag@digest (target T): the target
+	// sets FIELD.digest itself".
 	Own []string
 	// Written is true when the pins file changed.
 	Written bool
@@ -159,13 +161,15 @@ func wanted(ts []eval.Target, have *pins) (*want, error) {
 				}
 			}
 		}
-		img := g.Installer.Image
-		ref := img.Repository + ":" + img.Tag
-		if img.Digest != "" && img.Digest != have.Images[ref] {
-			w.own = append(w.own, fmt.Sprintf("%s@%s (target %s)", ref, img.Digest, t.Name))
-			continue
+		for _, pi := range v.Images() {
+			img := pi.Image
+			ref := img.Repository + ":" + img.Tag
+			if img.Digest != "" && img.Digest != have.Images[ref] {
+				w.own = append(w.own, fmt.Sprintf("%s@%s (target %s): the target sets %s.digest itself", ref, img.Digest, t.Name, pi.Field))
+				continue
+			}
+			w.images[ref] = true
 		}
-		w.images[ref] = true
 	}
 	sort.Strings(w.own)
 	return w, nil

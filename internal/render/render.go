@@ -307,13 +307,37 @@ func userPatches(root, overlay string) (patchSet, error) {
 	return ps, err
 }
 
+// OrderFirst is kustomize's legacy order (its default list, api v0.21.2) with
+// the readiness gate's admission policy and its binding placed before every
+// RBAC kind: a `kubectl apply` of the output creates the policy that narrows
+// the installer's node rights before the grant (README, "Readiness gate").
+// The rest of the order is kustomize's own, and OrderLast its default.
+var OrderFirst = []string{
+	"Namespace", "ResourceQuota", "StorageClass", "CustomResourceDefinition",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+	"ServiceAccount", "PodSecurityPolicy", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
+	"ConfigMap", "Secret", "Endpoints", "Service", "LimitRange", "PriorityClass", "PersistentVolume",
+	"PersistentVolumeClaim", "Deployment", "StatefulSet", "CronJob", "PodDisruptionBudget",
+}
+
+// OrderLast is kustomize's default orderLast (it must be spelled out once
+// orderFirst is).
+var OrderLast = []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+
 // kustomization is the generated kustomization.yaml. sortOptions is pinned so
 // that krusty and the kustomize CLI (what Argo CD and Flux run) print the same
 // order.
 func kustomization(resources []string, ps patchSet) []byte {
 	var b bytes.Buffer
 	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	b.WriteString("sortOptions:\n  order: legacy\n")
+	b.WriteString("sortOptions:\n  order: legacy\n  legacySortOptions:\n    orderFirst:\n")
+	for _, k := range OrderFirst {
+		fmt.Fprintf(&b, "    - %s\n", k)
+	}
+	b.WriteString("    orderLast:\n")
+	for _, k := range OrderLast {
+		fmt.Fprintf(&b, "    - %s\n", k)
+	}
 	b.WriteString("resources:\n")
 	for _, r := range resources {
 		fmt.Fprintf(&b, "- %s\n", r)

@@ -33,13 +33,41 @@ type Release struct {
 		} `json:"release"`
 		Installer struct {
 			Mode  string `json:"mode"`
-			Image struct {
-				Repository string `json:"repository"`
-				Tag        string `json:"tag"`
-				Digest     string `json:"digest"`
-			} `json:"image"`
+			Image Image  `json:"image"`
 		} `json:"installer"`
+		ReadinessGate struct {
+			Enabled bool  `json:"enabled"`
+			Image   Image `json:"image"`
+		} `json:"readinessGate"`
 	} `json:"gvisor"`
+}
+
+// Image is an image's values: repository, tag and the digest it is pulled by.
+type Image struct {
+	Repository string `json:"repository"`
+	Tag        string `json:"tag"`
+	Digest     string `json:"digest"`
+}
+
+// PinnedImage is one image a target's nodes run and whose digest pinning
+// reads: the values path it is set at, and the image.
+type PinnedImage struct {
+	Field string
+	Image Image
+	// Why a moving tag matters for this image.
+	risk string
+}
+
+// Images are the images a target's nodes run, in a fixed order: the
+// installer's, and the readiness gate's kubectl when the gate is on.
+func (v *Release) Images() []PinnedImage {
+	out := []PinnedImage{{Field: "gvisor.installer.image", Image: v.Gvisor.Installer.Image,
+		risk: "every node runs the installer privileged"}}
+	if g := v.Gvisor.ReadinessGate; g.Enabled {
+		out = append(out, PinnedImage{Field: "gvisor.readinessGate.image", Image: g.Image,
+			risk: "every node runs it with a token that may label the node"})
+	}
+	return out
 }
 
 // ReleaseOf reads a target's values (JSON).
@@ -89,9 +117,12 @@ func pinFindings(t eval.Target) (errs []finding, warns []string) {
 				t.Name, list, v.Gvisor.Version))
 		}
 	}
-	img := v.Gvisor.Installer.Image
-	if img.Digest == "" {
-		msg := fmt.Sprintf("gvisor.installer.image %s:%s has no digest: the tag can move under a committed tree and every node runs the installer privileged", img.Repository, img.Tag)
+	for _, pi := range v.Images() {
+		img := pi.Image
+		if img.Digest != "" {
+			continue
+		}
+		msg := fmt.Sprintf("%s %s:%s has no digest: the tag can move under a committed tree and %s", pi.Field, img.Repository, img.Tag, pi.risk)
 		if v.Policy.RequirePins {
 			errs = append(errs, finding{policy: "unpinned-image", msg: "gvisorgen policy unpinned-image: " + msg + "; run `gvisorgen pin` (it resolves the tag to its digest), or waive unpinned-image with a reason"})
 		} else {

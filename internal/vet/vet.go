@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -43,6 +44,12 @@ var types = map[string]func() any{
 	"storage.k8s.io/v1/StorageClass":                  func() any { return &storagev1.StorageClass{} },
 	"rbac.authorization.k8s.io/v1/ClusterRole":        func() any { return &rbacv1.ClusterRole{} },
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() any { return &rbacv1.ClusterRoleBinding{} },
+	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": func() any {
+		return &admissionv1.ValidatingAdmissionPolicy{}
+	},
+	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": func() any {
+		return &admissionv1.ValidatingAdmissionPolicyBinding{}
+	},
 }
 
 // Object decodes one object strictly into its Kubernetes type.
