@@ -26,7 +26,7 @@ import (
 // Cluster is one simulated node (ci/cluster/node.sh as PID 1 of its own user, mount, pid, net, uts and ipc
 // namespaces) running a single-node cluster on containerd V, and what the tests know of its state.
 type Cluster struct {
-	V    string            // containerd version: "16" or "24"
+	V    string            // containerd version: "16", "17" or "24"
 	Dir  string            // its scratch folder: work/c<V>
 	Repo string            // the test target's root (a temp copy of cue/, plus targets/e2e.yaml)
 	env  map[string]string // node.sh's environment (node.env, prepare.sh)
@@ -339,7 +339,7 @@ func tailFile(p string, n int) (string, error) {
 	return strings.Join(l, "\n"), nil
 }
 
-// forEachVersion runs a scenario as one subtest per containerd version (c16, c24), side by side, each bounded.
+// forEachVersion runs a scenario as one subtest per containerd version (c16, c17, c24), side by side, each bounded.
 func forEachVersion(t *testing.T, f func(ctx context.Context, t *testing.T, c *Cluster)) {
 	// go test reports a parent of parallel subtests as taking 0s: the scenario's wall time, for both versions
 	t0 := time.Now()

@@ -3,7 +3,7 @@
 # scratch folder (ci/cluster/prepare.sh: gvisorgen, tlsmirror, images, mirror, test CA, tokens, each node's files),
 # then runs the Go tests, go test -tags clustertest ./ci/cluster (see ci/cluster/README.md).
 #
-# Environment: GVZ_CLUSTER_VERSIONS ("16 24"), GVZ_CLUSTER_SERIAL=1 (one version after the other: -parallel 1),
+# Environment: GVZ_CLUSTER_VERSIONS ("16 17 24"), GVZ_CLUSTER_SERIAL=1 (one version after the other: -parallel 1),
 # GVZ_CLUSTER_RUN (go test -run pattern, e.g. 'TestUpgrade/c24'), KEEP=1 (leave the clusters running and the scratch
 # folder in place; sh ci/cluster/down.sh W stops them). Extra arguments go to go test.
 set -eu

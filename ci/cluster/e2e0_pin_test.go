@@ -48,7 +48,7 @@ func TestPinNeedsTheTestCAAndPinsPublishedDigests(t *testing.T) {
 		}
 		pins, _ := os.ReadFile(c.pinsFile())
 		for _, a := range []string{"runsc", "containerd-shim-runsc-v1"} {
-			sum := published(t, vGood, a)
+			sum := c.published(t, vGood, a)
 			if n := strings.Count(string(pins), `"`+sum+`"`); n != 2 {
 				t.Errorf("pins.cue pins %s to the published %s %d times, want 2 (x86_64 and aarch64)", a, sum, n)
 			}

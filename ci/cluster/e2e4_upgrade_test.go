@@ -4,23 +4,72 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 )
 
-// TestUpgradeToArchiveLayoutKeepsContainerdAndPods (scenario 4): gvisor.version 20240212 (binaries layout) ->
-// 20260801 (archive layout: gvisor.tar.bz2 with gvisor-bin/): the DaemonSet pins the archive and rolls, the stamp
-// names 20260801 and the archive layout, gvisor-bin/ is installed, containerd is not restarted, the running gVisor
-// pod is untouched, and the smoke pod runs again.
+// TestUpgradeToArchiveLayoutKeepsContainerdAndPods (scenario 4): gvisor.version 20221219 (binaries layout: Debian's
+// 2022 runsc and shim, runsc network "none") -> 20260801 (archive layout: ci/gvisor/build.sh's gvisor.tar.bz2, the current runsc and shim with
+// gvisor-bin/gvisor_sentry). The DaemonSet pins the archive and carries the release's containerd floor
+// (CONTAINERD_MIN_VERSION 1.7.0: its shim answers containerd 2's bootstrap handshake).
+//   - c24: it rolls, the stamp names 20260801 and the archive layout, gvisor-bin/gvisor_sentry is installed next to
+//     runsc, containerd is not restarted, the running gVisor pod is untouched, and the smoke pod runs again.
+//   - c16: install-runsc refuses before downloading anything, naming containerd 1.6.20 and the floor; the installer
+//     pod is never Ready, containerd is not restarted, config and stamp (20221219) unchanged, the running gVisor pod
+//     untouched; 20240212 (the current runsc beside the 2022 shim) then rolls out with no restart, and the smoke pod
+//     runs.
 func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
-		c.ensureInstalled(ctx, t, vGood)
+		c.ensureInstalled(ctx, t, vDeb)
 		c.ensureRunning(ctx, t, gvisorSleeper)
+		t.Logf("  .. from %s: %s", vDeb, c.runscVersion(ctx, t))
 		c.smokePV(ctx, t)
 		r0 := c.Restarts()
 		c.ensureTarget(ctx, t, vUp, "install")
-		if sum := published(t, vUp, "gvisor.tar.bz2"); !c.pinnedInDS(t, "gvisor.tar.bz2", sum) {
+		if sum := c.published(t, vUp, "gvisor.tar.bz2"); !c.pinnedInDS(t, "gvisor.tar.bz2", sum) {
 			t.Fatalf("the DaemonSet does not pin gvisor.tar.bz2 of %s to %s", vUp, sum)
+		}
+		if ds, _ := os.ReadFile(c.daemonSetFile()); !regexp.MustCompile(`name: CONTAINERD_MIN_VERSION\s+value: "?1\.7\.0"?\n`).Match(ds) {
+			t.Fatalf("the DaemonSet does not carry %s's containerd floor 1.7.0", vUp)
+		}
+		if c.V == "16" {
+			cfg0, _ := c.ReadHostFile("/etc/containerd/config.toml")
+			log, err := c.applyRefused(ctx, t, "a release whose shim containerd 1.6 cannot start")
+			msg := errLine(log, err)
+			for _, want := range []string{"refusing to install gVisor " + vUp + ": its shim needs containerd >= 1.7.0", "this node runs containerd 1.6.20", "nothing was installed"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("install-runsc's refusal lacks %q: %s", want, msg)
+				}
+			}
+			if strings.Contains(log, "downloading") {
+				t.Errorf("install-runsc downloaded before refusing")
+			}
+			if cfg, _ := c.ReadHostFile("/etc/containerd/config.toml"); sha256.Sum256(cfg) != sha256.Sum256(cfg0) {
+				t.Errorf("config.toml changed")
+			}
+			if v := c.stamp("version"); v != vDeb {
+				t.Errorf("the stamp changed to version %q", v)
+			}
+			if _, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin")); err == nil {
+				t.Errorf("gvisor-bin/ was installed")
+			}
+			if n := c.Restarts() - r0; n != 0 {
+				t.Errorf("the refused upgrade restarted containerd %d times", n)
+			}
+			c.untouched(ctx, t, gvisorSleeper.name)
+			t.Logf("  .. refused on containerd 1.6: stamp %s, config unchanged, 0 restarts, gvisor-sleeper untouched", c.stamp("version"))
+			// back to a release this node can run: 20240212 (the current runsc beside the 2022 shim). Not 20221219:
+			// Debian's 2022 runsc cannot delete the stopped sandboxes the current runsc created (scenario 2's pods), so
+			// kubelet's container GC never clears them and scenario 5's uninstall would wait for them forever.
+			c.install(ctx, t, vGood, "install")
+			if n := c.Restarts() - r0; n != 0 {
+				t.Errorf("installing %s after the refusal restarted containerd %d times", vGood, n)
+			}
+			c.smoke(ctx, t)
+			return
 		}
 		c.install(ctx, t, vUp, "install")
 		p, err := c.InstallerPod(ctx)
@@ -34,8 +83,11 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 		if l := c.stamp("layout"); l != "archive" {
 			t.Errorf("stamp says layout %q, want archive", l)
 		}
-		if fi, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin/e2e-helper")); err != nil || fi.Mode()&0o111 == 0 {
-			t.Errorf("gvisor-bin/ of the archive is not installed: %v", err)
+		if fi, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin/gvisor_sentry")); err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("gvisor-bin/gvisor_sentry of the archive is not installed: %v", err)
+		}
+		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); strings.Contains(string(rt), "network") {
+			t.Errorf("runsc.toml still sets the network:\n%s", rt)
 		}
 		n := c.Restarts() - r0
 		t.Logf("  .. stamp: version %s, layout %s; containerd restarts by the upgrade: %d", c.stamp("version"), c.stamp("layout"), n)

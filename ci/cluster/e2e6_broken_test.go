@@ -39,11 +39,11 @@ func TestBrokenArtifactIsRefusedAndNodeUntouched(t *testing.T) {
 		r0 := c.Restarts()
 
 		c.ensureTarget(ctx, t, vBad, "install")
-		pub := published(t, vBad, "runsc")
-		if pub != published(t, vGood, "runsc") {
+		pub := c.published(t, vBad, "runsc")
+		if pub != c.published(t, vGood, "runsc") {
 			t.Fatalf("%s does not publish the genuine runsc digest", vBad)
 		}
-		served, _ := os.ReadFile(filepath.Join(work, "serve/release", vBad, "x86_64/runsc"))
+		served, _ := os.ReadFile(filepath.Join(c.Dir, "serve/release", vBad, "x86_64/runsc"))
 		if s := sha512.Sum512(served); hex.EncodeToString(s[:]) == pub {
 			t.Fatalf("%s's runsc is not tampered", vBad)
 		}
@@ -51,54 +51,7 @@ func TestBrokenArtifactIsRefusedAndNodeUntouched(t *testing.T) {
 			t.Fatalf("the DaemonSet does not pin %s's runsc to its published digest", vBad)
 		}
 		t.Logf("  .. pinned %s x86_64/runsc to its published (genuine) digest %s…; the runsc served beside it is one byte longer", vBad, pub[:16])
-		c.applyGenerated(ctx, t)
-		ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gen := fmt.Sprint(ds.Generation)
-
-		// the new pod's install-runsc fails, and is retried at least once (the kubelet's back-off), still failing;
-		// the pod is never Ready meanwhile
-		var p *corev1.Pod
-		err = Poll(ctx, 500*time.Millisecond, 90*time.Second, "install-runsc of the new installer pod failed and retried", func(ctx context.Context) (bool, error) {
-			l, err := c.Admin.CoreV1().Pods(installerNS).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-generation=" + gen})
-			if err != nil || len(l.Items) == 0 {
-				return false, err
-			}
-			p = &l.Items[0]
-			if podReady(p) {
-				return false, Stop(fmt.Errorf("the installer pod %s became Ready with a broken artifact", p.Name))
-			}
-			s := initStatus(p, "install-runsc")
-			return s != nil && s.RestartCount >= 1 && failedExit(s) != 0, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if Poll(ctx, time.Second, 10*time.Second, "rollout", func(ctx context.Context) (bool, error) {
-			ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
-			return err == nil && DaemonSetRolledOut(ds), err
-		}) == nil {
-			t.Errorf("the DaemonSet rolled out with a broken artifact")
-		}
-		p, err = c.Admin.CoreV1().Pods(installerNS).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if podReady(p) {
-			t.Errorf("the installer pod %s became Ready", p.Name)
-		}
-		s := initStatus(p, "install-runsc")
-		t.Logf("  .. installer pod %s: Ready=false, install-runsc exit %d, restarts %d, the rollout does not complete", p.Name, failedExit(s), s.RestartCount)
-		// kubectl logs -c install-runsc: the last run's log (the previous one while a new run is under way)
-		log, err := c.Logs(ctx, installerNS, p.Name, "install-runsc", false)
-		if err != nil || !strings.Contains(log, "ERROR") {
-			log, err = c.Logs(ctx, installerNS, p.Name, "install-runsc", true)
-		}
-		for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
-			t.Logf("  [install-runsc] %s", l)
-		}
+		log, err := c.applyRefused(ctx, t, "a broken artifact")
 		want := fmt.Sprintf("sha512 mismatch for %s/%s/x86_64/runsc against the pinned digest", mirror, vBad)
 		if msg := errLine(log, err); !strings.Contains(msg, want) {
 			t.Errorf("install-runsc's log does not name the sha512 mismatch (%q): %s", want, msg)
@@ -116,6 +69,62 @@ func TestBrokenArtifactIsRefusedAndNodeUntouched(t *testing.T) {
 		c.untouched(ctx, t, runcSleeper.name)
 		t.Logf("  .. running pods untouched (gvisor-sleeper, runc-sleeper); config and stamp (%s) unchanged", vGood)
 	})
+}
+
+// applyRefused applies the rendered target and expects its installer to refuse (why: what makes it refuse): the new
+// pod's install-runsc fails and is retried at least once (the kubelet's back-off), still failing; the pod is never
+// Ready and the DaemonSet does not roll out within 10 s more. Returns install-runsc's log (its last failed run).
+func (c *Cluster) applyRefused(ctx context.Context, t *testing.T, why string) (string, error) {
+	t.Helper()
+	c.applyGenerated(ctx, t)
+	ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := fmt.Sprint(ds.Generation)
+
+	// the new pod's install-runsc fails, and is retried at least once (the kubelet's back-off), still failing;
+	// the pod is never Ready meanwhile
+	var p *corev1.Pod
+	err = Poll(ctx, 500*time.Millisecond, 90*time.Second, "install-runsc of the new installer pod failed and retried", func(ctx context.Context) (bool, error) {
+		l, err := c.Admin.CoreV1().Pods(installerNS).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-generation=" + gen})
+		if err != nil || len(l.Items) == 0 {
+			return false, err
+		}
+		p = &l.Items[0]
+		if podReady(p) {
+			return false, Stop(fmt.Errorf("the installer pod %s became Ready with %s", p.Name, why))
+		}
+		s := initStatus(p, "install-runsc")
+		return s != nil && s.RestartCount >= 1 && failedExit(s) != 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Poll(ctx, time.Second, 10*time.Second, "rollout", func(ctx context.Context) (bool, error) {
+		ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
+		return err == nil && DaemonSetRolledOut(ds), err
+	}) == nil {
+		t.Errorf("the DaemonSet rolled out with %s", why)
+	}
+	p, err = c.Admin.CoreV1().Pods(installerNS).Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if podReady(p) {
+		t.Errorf("the installer pod %s became Ready", p.Name)
+	}
+	s := initStatus(p, "install-runsc")
+	t.Logf("  .. installer pod %s: Ready=false, install-runsc exit %d, restarts %d, the rollout does not complete", p.Name, failedExit(s), s.RestartCount)
+	// kubectl logs -c install-runsc: the last run's log (the previous one while a new run is under way)
+	log, err := c.Logs(ctx, installerNS, p.Name, "install-runsc", false)
+	if err != nil || !strings.Contains(log, "ERROR") {
+		log, err = c.Logs(ctx, installerNS, p.Name, "install-runsc", true)
+	}
+	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		t.Logf("  [install-runsc] %s", l)
+	}
+	return log, err
 }
 
 func podReady(p *corev1.Pod) bool {

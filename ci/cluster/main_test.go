@@ -24,6 +24,7 @@ const (
 	vGood = "20240212"
 	vUp   = "20260801"
 	vBad  = "20240213"
+	vDeb  = "20221219" // Debian's runsc 20221219 and the 2022 shim: the upgrade's starting point (network "none")
 
 	nodeIP = "10.99.0.1"
 	mirror = "https://" + nodeIP + ":18443/release"
@@ -34,7 +35,7 @@ const (
 var (
 	repoRoot   string   // the repository
 	work       string   // the scratch folder prepare.sh filled (GVZ_CLUSTER_WORK, or a temp folder)
-	versions   []string // containerd versions to run: "16", "24" (GVZ_CLUSTER_VERSIONS)
+	versions   []string // containerd versions to run: "16", "17", "24" (GVZ_CLUSTER_VERSIONS)
 	keep       bool     // KEEP=1: leave the clusters running and the scratch folder in place
 	imgDigest  string   // the installer image's manifest digest (sha256:…)
 	hostBefore string   // the machine's files before any node started (hostManifest)
@@ -64,7 +65,7 @@ func run(m *testing.M) int {
 	repoRoot = root
 	versions = strings.Fields(os.Getenv("GVZ_CLUSTER_VERSIONS"))
 	if len(versions) == 0 {
-		versions = []string{"16", "24"}
+		versions = []string{"16", "17", "24"}
 	}
 	keep = os.Getenv("KEEP") != ""
 	// The machine's files first: nothing may have started yet.

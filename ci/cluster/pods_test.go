@@ -189,6 +189,25 @@ func (c *Cluster) smoke(ctx context.Context, t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
 		t.Logf("  [smoke] %s", l)
 	}
+	// the sandbox network is on: the pod has its CNI address (the bridge's 10.88.0.0/16)
+	p, err := c.Admin.CoreV1().Pods(smokeNS).Get(ctx, smokePod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p.Status.PodIP, "10.88.") {
+		t.Fatalf("the smoke pod has no CNI address: %q", p.Status.PodIP)
+	}
+	t.Logf("  [smoke] pod network: CNI address %s (%s)", p.Status.PodIP, c.runscVersion(ctx, t))
+}
+
+// runscVersion: the first line of the installed runsc's --version.
+func (c *Cluster) runscVersion(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	out, err := execOut(ctx, c.HostPath("/usr/local/bin/runsc"), "--version")
+	if err != nil {
+		t.Fatalf("runsc --version: %v: %s", err, out)
+	}
+	return strings.SplitN(out, "\n", 2)[0]
 }
 
 func execOut(ctx context.Context, name string, args ...string) (string, error) {

@@ -4,11 +4,15 @@
 #  - W/gvisorgen and W/tlsmirror (the product, and the mirror's HTTPS server);
 #  - W/images/all.tar: one OCI archive (busybox-static with every applet) holding the installer/smoke/test image and
 #    the pause images of containerd 1.6 and 2.4.2's default configs; W/images/digests ("REF DIGEST");
-#  - W/serve/release: the gVisor mirror (20240212 binaries layout, 20260801 archive layout, 20240213 with a tampered
-#    runsc beside the genuine .sha512; aarch64 as hard links);
+#  - W/c16/serve/release, W/c17/…, W/c24/…: each node's gVisor mirror, built from the current gVisor
+#    (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc; beside it the 2022 shim on c16, which
+#    containerd 1.6 can start, the current shim on c17 and c24), 20260801 in the archive layout (ci/gvisor/build.sh's release
+#    archive: the current runsc and shim, gvisor-bin/gvisor_sentry), 20240213 with a tampered runsc beside the
+#    genuine .sha512, 20221219 = Debian's runsc 20221219 beside the 2022 shim (the upgrade's start); aarch64 as hard
+#    links;
 #  - W/tls: a test CA and the mirror's certificate for the node IP; W/pki: the API server's service-account key
 #    pair, the admin and kubelet tokens and their kubeconfigs;
-#  - W/c16, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
+#  - W/c16, W/c17, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
 #    node.sh), containerd's own default config plus the test-only keys (and config.orig, its copy), the CNI config,
 #    the fake systemctl, kubelet.yaml, a temp copy of the repository's cue/ (the test target's root), and node.env:
 #    the environment ci/cluster/node.sh runs with.
@@ -19,11 +23,13 @@ cd "$(dirname "$0")/../.."
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 K8S=$(sh ci/k8s/build.sh --dir)
 C24=$cache/containerd-v2.4.2/containerd
+C17DIR=$(sh ci/containerd17/build.sh --dir)
 SHIM24=$cache/containerd-shim-runc-v2-v2.4.2
 RUNSC_SHIM=$cache/e2e/shim-20221203/shim
+G=$(sh ci/gvisor/build.sh --dir)
 NODE_IP=10.99.0.1
 IMG=docker.io/gvz-e2e/busybox:e2e
-V_GOOD=20240212 V_UP=20260801 V_BAD=20240213
+V_GOOD=20240212 V_UP=20260801 V_BAD=20240213 V_DEB=20221219
 log() { echo "[cluster-prepare] $*"; }
 
 # --- preconditions ------------------------------------------------------------------------------------------------
@@ -33,9 +39,10 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
 	exit 2
 fi
 for f in "$K8S"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,etcd} /usr/bin/containerd /usr/bin/ctr \
-	"$C24" "$SHIM24/containerd-shim-runc-v2" /usr/bin/runsc "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
+	"$C24" "$SHIM24/containerd-shim-runc-v2" "$C17DIR/containerd" "$C17DIR/containerd-shim-runc-v2" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
 	[ -x "$f" ] || { log "FAIL: missing $f (run ci/cluster/setup.sh)"; exit 2; }
 done
+[ -f "$G.tar.bz2" ] || { log "FAIL: missing $G.tar.bz2 (run ci/cluster/setup.sh)"; exit 2; }
 command -v openssl >/dev/null || { log "FAIL: openssl missing (run ci/cluster/setup.sh)"; exit 2; }
 mkdir -p "$W"
 chmod 755 "$W"
@@ -88,36 +95,35 @@ mkimage() { # OUT REF=CMDJSON...
 }
 mkdir -p "$W/images"
 mkimage "$W/images/all.tar" "$IMG=[\"/bin/sh\"]" \
-	'registry.k8s.io/pause:3.6=["/bin/sleep","2147483647"]' 'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
+	'registry.k8s.io/pause:3.6=["/bin/sleep","2147483647"]' 'registry.k8s.io/pause:3.8=["/bin/sleep","2147483647"]' \
+	'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
 # (the tests read the installer image's digest from images/digests and set it in the target: no registry has this
 # image, so `gvisorgen pin` must not ask one)
 
-# the mirror: <tag>/x86_64/ as the bucket lays it out, real sha512 files
-S=$W/serve/release
-mkdir -p "$S/$V_GOOD/x86_64" "$S/$V_UP/x86_64" "$S/$V_BAD/x86_64"
-cp /usr/bin/runsc "$S/$V_GOOD/x86_64/runsc"
-cp "$RUNSC_SHIM" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1"
-(cd "$S/$V_GOOD/x86_64" && for a in runsc containerd-shim-runsc-v1; do sha512sum "$a" >"$a.sha512"; done)
-# archive layout (from 2026-07): gvisor.tar.bz2 = runsc, the shim and gvisor-bin/ in one folder; cached (bzip2 is slow)
-akey=$(cat "$S/$V_GOOD/x86_64/runsc.sha512" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1.sha512" | sha256sum | cut -c1-16)
-arch=$cache/cluster-e2e/gvisor-$akey.tar.bz2
-if [ ! -f "$arch" ]; then
-	mkdir -p "$cache/cluster-e2e" "$W/arch/gvisor/gvisor-bin"
-	cp "$S/$V_GOOD/x86_64/runsc" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1" "$W/arch/gvisor/"
-	printf '#!/bin/sh\necho gvisor-bin helper of the e2e mirror\n' >"$W/arch/gvisor/gvisor-bin/e2e-helper"
-	chmod 755 "$W/arch/gvisor/"* "$W/arch/gvisor/gvisor-bin/e2e-helper"
-	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$W/arch" -cjf "$arch.tmp" gvisor
-	mv "$arch.tmp" "$arch"
-	rm -rf "$W/arch"
-fi
-cp "$arch" "$S/$V_UP/x86_64/gvisor.tar.bz2"
-(cd "$S/$V_UP/x86_64" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
-# broken: the published .sha512 is the real one, the runsc beside it is one byte longer
-cp "$S/$V_GOOD/x86_64/"* "$S/$V_BAD/x86_64/"
-printf 'X' >>"$S/$V_BAD/x86_64/runsc"
-# aarch64, as the bucket publishes it: `gvisorgen pin` resolves every architecture the product supports. No node here
-# is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are ever read).
-for v in "$V_GOOD" "$V_UP" "$V_BAD"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
+# each node's mirror: <tag>/x86_64/ as the bucket lays it out, real sha512 files
+mirror_files() { # V
+	local S=$W/c$1/serve/release shim=$G/containerd-shim-runsc-v1 v
+	# containerd 1.6 cannot start the current shim (its bootstrap handshake): the 2022 shim runs the current runsc
+	[ "$1" != 16 ] || shim=$RUNSC_SHIM
+	mkdir -p "$S/$V_GOOD/x86_64" "$S/$V_UP/x86_64" "$S/$V_BAD/x86_64" "$S/$V_DEB/x86_64"
+	# the upgrade's starting point: Debian's runsc 20221219 beside the 2022 shim (binaries layout)
+	cp /usr/bin/runsc "$S/$V_DEB/x86_64/runsc"
+	cp "$RUNSC_SHIM" "$S/$V_DEB/x86_64/containerd-shim-runsc-v1"
+	(cd "$S/$V_DEB/x86_64" && for a in runsc containerd-shim-runsc-v1; do sha512sum "$a" >"$a.sha512"; done)
+	cp "$G/runsc" "$S/$V_GOOD/x86_64/runsc"
+	cp "$shim" "$S/$V_GOOD/x86_64/containerd-shim-runsc-v1"
+	(cd "$S/$V_GOOD/x86_64" && for a in runsc containerd-shim-runsc-v1; do sha512sum "$a" >"$a.sha512"; done)
+	# archive layout (from 2026-07): ci/gvisor/build.sh's gvisor.tar.bz2 (gvisor/ with runsc, the shim, gvisor-bin/)
+	cp "$G.tar.bz2" "$S/$V_UP/x86_64/gvisor.tar.bz2"
+	(cd "$S/$V_UP/x86_64" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
+	# broken: the published .sha512 is the real one, the runsc beside it is one byte longer
+	cp "$S/$V_GOOD/x86_64/"* "$S/$V_BAD/x86_64/"
+	printf 'X' >>"$S/$V_BAD/x86_64/runsc"
+	# aarch64, as the bucket publishes it: `gvisorgen pin` resolves every architecture the product supports. No node
+	# here is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are read).
+	for v in "$V_GOOD" "$V_UP" "$V_BAD" "$V_DEB"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
+}
+for v in 16 17 24; do mirror_files "$v"; done
 
 # the mirror's TLS: a test CA (known only to `gvisorgen pin --ca-file`, not to the system roots) and a server
 # certificate for the node IP (SAN IP). RSA, as in the node tests (busybox wget's TLS client, the installer's for
@@ -163,6 +169,11 @@ node_files() { # V
 	cp "$P"/* "$cw/conf/"
 	printf '/etc/containerd etc-containerd\n/usr/local/bin usr-local-bin\n/usr/local/sbin usr-local-sbin\n' >"$cw/binds"
 	local ctrd=/usr/bin/containerd ctrd_path=""
+	if [ "$v" = 17 ]; then
+		ctrd=$C17DIR/containerd ctrd_path=$C17DIR
+		printf '#!/bin/sh\nexec %s "$@"\n' "$ctrd" >"$H/usr-local-sbin/containerd"
+		chmod 755 "$H/usr-local-sbin/containerd"
+	fi
 	if [ "$v" = 24 ]; then
 		ctrd=$C24 ctrd_path=$SHIM24
 		# the host's `containerd` (found by the installer's host commands) is the one that runs
@@ -170,7 +181,7 @@ node_files() { # V
 		chmod 755 "$H/usr-local-sbin/containerd"
 	fi
 	printf 'GVZ_W=%s\nGVZ_K8S=%s\nGVZ_CTRD=%s\nGVZ_CTRD_PATH=%s\nGVZ_SERVE=%s\nGVZ_NODE_IP=%s\nGVZ_MIRROR=%s\nGVZ_MIRROR_PORT=18443\nGVZ_MIRROR_TLS=%s\n' \
-		"$cw" "$K8S" "$ctrd" "$ctrd_path" "$W/serve" "$NODE_IP" "$W/tlsmirror" "$TLS" >"$cw/node.env"
+		"$cw" "$K8S" "$ctrd" "$ctrd_path" "$cw/serve" "$NODE_IP" "$W/tlsmirror" "$TLS" >"$cw/node.env"
 	# containerd's own default config (1.6: version 2; 2.4.2: version 4) plus the test-only keys: CNI plugins of
 	# Debian's package, CNI config in scratch, restrict_oom_score_adj (the user namespace cannot lower oom_score_adj)
 	"$ctrd" config default | sed -E \
@@ -230,5 +241,5 @@ oomScoreAdj: 0
 volumePluginDir: $cw/plugins
 EOF
 }
-for v in 16 24; do node_files "$v"; done
+for v in 16 17 24; do node_files "$v"; done
 log "prepared $W in ${SECONDS}s"

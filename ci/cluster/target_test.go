@@ -33,7 +33,8 @@ func (c *Cluster) daemonSetFile() string {
 }
 
 // writeTarget writes the test target: profile kind, the mirror's https baseURL, the imported installer image by its
-// digest (no registry has it), runsc network "none" (Debian's 2022 runsc cannot set up the sandbox network here).
+// digest (no registry has it). The sandbox network is on (runsc's default): the current runsc sets it up here; only
+// Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
 // No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is off: no pod of this cluster
 // reaches the API server yet (no kube-proxy, no live endpoints of the kubernetes Service), so its labelling init
 // container could not run; the gate is tested against a real API server in ci/apiserver (gate_test.go).
@@ -46,12 +47,10 @@ gvisor:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
     priorityQuota: {create: %t}
-  runsc:
-    config: {network: "none"}
   readinessGate: {enabled: false}
-smoke:
+%ssmoke:
   image: %s
-`, version, mirror, mode, imgDigest, !c.noQuota, img)
+`, version, mirror, mode, imgDigest, !c.noQuota, map[bool]string{true: "  runsc:\n    config: {network: \"none\"}\n"}[version == vDeb], img)
 	return os.WriteFile(c.targetFile(), []byte(y), 0o644)
 }
 
@@ -109,9 +108,9 @@ func (c *Cluster) applyGenerated(ctx context.Context, t *testing.T) {
 }
 
 // published is the sha512 the mirror publishes for an x86_64 artifact of a release.
-func published(t *testing.T, version, artifact string) string {
+func (c *Cluster) published(t *testing.T, version, artifact string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(work, "serve/release", version, "x86_64", artifact+".sha512"))
+	b, err := os.ReadFile(filepath.Join(c.Dir, "serve/release", version, "x86_64", artifact+".sha512"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
 #!/bin/sh
 # ci/node/e2e-setup.sh: what the node end-to-end test (ci/node/e2e.sh) needs, on top of ci/node/setup.sh.
-#  - Debian packages: runsc (20221219, the runsc that runs on this kernel), golang-1.19-go (to build the matching
-#    2022 shim), containernetworking-plugins (bridge, host-local, loopback for the CRI pod);
+#  - the current gVisor: runsc and its shim built static from gVisor's Go module, and a release archive of them
+#    (ci/gvisor/build.sh, cached);
+#  - Debian packages: runsc (20221219: the cluster suite's upgrade starts from it), golang-1.19-go (to build the 2022
+#    shim), containernetworking-plugins (bridge, host-local, loopback for the CRI pod);
 #  - into ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/e2e/ (each built into a temp dir and renamed, skipped when present):
-#    containerd-shim-runsc-v1 from gvisor.dev/gvisor/shim at the 2022 pseudo-version matching Debian's
-#    runsc, built with Go 1.19 (a 2026 shim speaks containerd 2's start handshake, which 1.6 cannot read); usernsrun.
+#    containerd-shim-runsc-v1 from gvisor.dev/gvisor/shim at a 2022 pseudo-version, built with Go 1.19 (a current
+#    shim answers containerd 2's bootstrap handshake, which 1.6 cannot read: on 1.6 the current runsc runs behind this
+#    shim); usernsrun.
 #  (iproute2 too, for `ip link set lo up` in the node's network namespace.)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -49,4 +52,5 @@ build() {
 build shim-20221203 env GOFLAGS=-buildvcs=false GOTOOLCHAIN=local /usr/lib/go-1.19/bin/go install gvisor.dev/gvisor/shim@v0.0.0-20221203005347-703fd9b7fbc0
 # keyed by the source's digest, so a change rebuilds it (e2e.sh computes the same name)
 build "usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)" env GOFLAGS=-buildvcs=false go install ./ci/node/e2e/usernsrun
+sh ci/gvisor/build.sh
 echo "e2e-setup: done in $(($(now) - t_all))s"

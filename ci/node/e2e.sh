@@ -1,12 +1,19 @@
 #!/bin/bash
 # ci/node/e2e.sh: node end-to-end test of the installer scripts (run ci/node/e2e-setup.sh first).
 #
-# For containerd 1.6 (Debian) and 2.4.2, with the install dir on containerd's PATH (/usr/local/bin) and off it
-# (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden), and 1.6's version 2 config on 2.4.2 off PATH: a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
+# For containerd 1.6 (Debian), 1.7 (ci/containerd17) and 2.4.2, with the install dir on containerd's PATH
+# (/usr/local/bin) and off it (/home/kubernetes/bin: runtime_path + binary_name, Debian's own runsc hidden), and 1.6's
+# version 2 config on 2.4.2 off PATH: a simulated node = user+mount+pid+net+uts+ipc namespaces (usernsrun) whose
 # PID 1 is this script, with a private /run, the node's /usr/local/bin, /usr/local/sbin, /etc/containerd and
 # /etc/cni/net.d bind-mounted from a temp host tree, a fake systemctl that (re)starts the real containerd, and
-# openssl s_server serving a release (Debian's runsc 20221219 + the matching 2022 shim) unpinned over https on the node's
-# 127.0.0.1. The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the
+# openssl s_server serving two releases unpinned over https on the node's 127.0.0.1, both built from the current
+# gVisor (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc beside a 2022 shim, which containerd
+# 1.6 can start) and 20260905 in the archive layout (the current runsc and shim, gvisor-bin/gvisor_sentry). 1.6 installs
+# 20240212; 2.4.2 and 1.7 install 20260905; 1.6 refuses 20260905 (its shim needs containerd >= 1.7.0:
+# CONTAINERD_MIN_VERSION as the generator renders it for that tag, which ci/node's TestContainerdFloorAgrees proves):
+# install-runsc fails naming both versions, nothing is installed, containerd is not restarted. The sandbox network is
+# on (runsc's default): the pod shows its CNI address. runsc logs to a debug folder: the archive runs prove that runsc
+# booted the sandbox with the gvisor_sentry sidecar where the installer put it (on and off PATH). The "init containers" are the real scripts under busybox sh, chrooted into a busybox-only rootfs with the
 # host tree at /host, in network/UTS/IPC namespaces of their own, with the default HOST_EXEC (nsenter into PID 1's mount
 # namespace) and HOST_EXEC_NET (mount + network, curl only). Then: curl without the node's network is refused;
 # ready.sh passes, a CRI pod with runtime handler runsc logs "Starting gVisor", uninstall.sh refuses while that pod exists, and succeeds once it is gone.
@@ -20,25 +27,28 @@ USERNSRUN=$E2E/usernsrun-$(sha256sum ci/node/e2e/usernsrun/main.go | cut -c1-12)
 
 if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	C24=$cache/containerd-v2.4.2/containerd
-	for f in /usr/bin/containerd "$C24" /usr/bin/runsc /bin/busybox "$CRICTL" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
+	C17=$(sh ci/containerd17/build.sh --dir)/containerd
+	G=$(sh ci/gvisor/build.sh --dir)
+	for f in /usr/bin/containerd "$C17" "$C24" "$G/runsc" "$G/containerd-shim-runsc-v1" /usr/bin/runsc /bin/busybox "$CRICTL" "$E2E/shim-20221203/shim" "$USERNSRUN" /usr/lib/cni/bridge; do
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
+	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	pass=0 fail=0
-	# "containerd installdir config": the last run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
+	# "containerd installdir config tag": the fifth run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
 	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
-	for run in "16 onpath 16" "24 onpath 24" "16 offpath 16" "24 offpath 24" "24 offpath 16"; do
-		# shellcheck disable=SC2086 # "containerd mode", split on purpose
+	for run in "16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905" \
+		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905"; do
+		# shellcheck disable=SC2086 # "containerd mode config tag", split on purpose
 		set -- $run
 		v=$1
-		bin=/usr/bin/containerd
-		[ "$v" = 16 ] || bin=$C24
+		case $v in 16) bin=/usr/bin/containerd ;; 17) bin=$C17 ;; *) bin=$C24 ;; esac
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3"; then
-			echo "e2e: containerd $v, install dir $2, config host$3.toml: PASS in $(($(date +%s) - t0))s"
+		if GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3" "$4"; then
+			echo "e2e: containerd $v, install dir $2, config host$3.toml, gVisor $4: PASS in $(($(date +%s) - t0))s"
 			pass=$((pass + 1))
 		else
-			echo "e2e: containerd $v, install dir $2, config host$3.toml: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			echo "e2e: containerd $v, install dir $2, config host$3.toml, gVisor $4: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
 			fail=$((fail + 1))
 			continue
 		fi
@@ -50,7 +60,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 fi
 
 # ---- inside the simulated node (PID 1 of new namespaces) ---------------------------------------------------------------
-V=$1 CTRD=$2 W=$3 MODE=$4 CFGV=$5
+V=$1 CTRD=$2 W=$3 MODE=$4 CFGV=$5 TAG=$6
 IDIR=/usr/local/bin EXTRA=()
 if [ "$MODE" = offpath ]; then
 	# GKE COS style: an install dir that is not on containerd's PATH
@@ -63,15 +73,16 @@ mount -t proc proc /proc
 ip link set lo up
 mount -t tmpfs tmpfs /run
 mkdir -p "$H/usr/local/bin" "$H/home/kubernetes/bin" "$H/usr/local/sbin" "$H/etc/containerd/conf.d" "$H/etc/cni/net.d" "$H/run/gvisorgen" "$R/podlogs" \
-	"$W/serve/release/20240212/x86_64" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
+	"$W/serve/release/20240212/x86_64" "$W/serve/release/20260905/x86_64" "$R/runsc" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
 
-# the release
-for a in runsc containerd-shim-runsc-v1; do
-	src=/usr/bin/runsc
-	[ "$a" = runsc ] || src=$E2E/shim-20221203/shim
-	cp "$src" "$W/serve/release/20240212/x86_64/$a"
-	(cd "$W/serve/release/20240212/x86_64" && sha512sum "$a" >"$a.sha512")
-done
+# the releases: 20240212 (binaries layout) = the current runsc + the 2022 shim; 20260905 (archive layout) = the
+# current runsc and shim with gvisor-bin/gvisor_sentry (ci/gvisor/build.sh)
+B=$W/serve/release/20240212/x86_64 A=$W/serve/release/20260905/x86_64
+cp "$G/runsc" "$B/runsc"
+cp "$E2E/shim-20221203/shim" "$B/containerd-shim-runsc-v1"
+cp "$G.tar.bz2" "$A/gvisor.tar.bz2"
+(cd "$B" && sha512sum runsc >runsc.sha512 && sha512sum containerd-shim-runsc-v1 >containerd-shim-runsc-v1.sha512)
+(cd "$A" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
 # served unpinned over https on the node's own 127.0.0.1 (openssl s_server, a test CA): the installer must fetch it
 # with the host's curl, through HOST_EXEC_NET, since the init containers have a network namespace of their own.
 (
@@ -131,7 +142,7 @@ say "host containerd: $(containerd --version)"
 
 # images: the test image and the sandbox (pause) image of each config
 sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/bb.tar" docker.io/library/bbtest:1
-sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$([ "$CFGV" = 16 ] && echo registry.k8s.io/pause:3.6 || echo registry.k8s.io/pause:3.10.2)" '["/bin/sleep","2147483647"]'
+sh "$REPO/ci/node/e2e/mkimg.sh" "$W/img/pause.tar" "$(case $CFGV in 16) echo registry.k8s.io/pause:3.6 ;; 17) echo registry.k8s.io/pause:3.8 ;; *) echo registry.k8s.io/pause:3.10.2 ;; esac)" '["/bin/sleep","2147483647"]'
 for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; done
 
 # the init containers' rootfs: busybox only, the scripts at /gvisorgen, the host tree at /host
@@ -140,6 +151,11 @@ for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; 
 cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
 # Each init container has its own mount, network, UTS and IPC namespaces (a pod without hostNetwork), and the node's
 # PID namespace (hostPID): every host command reaches the node only through HOST_EXEC / HOST_EXEC_NET's nsenter.
+# runsc's own debug log, one file per command, for the sidecar line; the sandbox network stays on (the default)
+RUNSC_TOML=$(printf 'debug = "true"\ndebug-log = "%s/runsc/"' "$R")
+# the floor the generator renders for these tags (cue/compat.cue; TestContainerdFloorAgrees holds the two equal)
+FLOOR=""
+[ "$TAG" = 20240212 ] || FLOOR=1.7.0
 runinit() { # SCRIPT [VAR=VALUE...]
 	local s=$1
 	shift
@@ -149,10 +165,22 @@ runinit() { # SCRIPT [VAR=VALUE...]
 		mount --rbind "$h" "$c/host"
 		mount -t proc proc "$c/proc"
 		mount --rbind /dev "$c/dev"
-		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen GVISOR_VERSION=20240212 \
-			GVISOR_BASE_URL=https://127.0.0.1:18443/release "RUNSC_CONFIG_TOML=network = \"none\"" "$@"' \
-		sh "$C" "$H" "GVISOR_CA_BUNDLE=$(cat "$W/ca.pem")" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
+		exec chroot "$c" /bin/env -i PATH=/bin HOST_ROOT=/host GVISORGEN_SCRIPTS=/gvisorgen \
+			GVISOR_BASE_URL=https://127.0.0.1:18443/release "$@"' \
+		sh "$C" "$H" "GVISOR_VERSION=$TAG" "CONTAINERD_MIN_VERSION=$FLOOR" "RUNSC_CONFIG_TOML=$RUNSC_TOML" "GVISOR_CA_BUNDLE=$(cat "$W/ca.pem")" "${EXTRA[@]}" "$@" /bin/sh "/gvisorgen/$s" 2>&1 | sed "s/^/  [$s] /"
 }
+if [ "$MODE" = refused ]; then
+	# the DaemonSet's init containers stop at the first failure: configure-containerd never runs
+	if runinit install-runsc.sh >"$W/refused.log"; then cat "$W/refused.log"; say "FAIL: install-runsc installed $TAG on containerd $V"; exit 1; fi
+	cat "$W/refused.log"
+	grep -q "refusing to install gVisor $TAG: its shim needs containerd >= 1.7.0 .* this node runs containerd 1.6" "$W/refused.log" || { say "FAIL: no refusal naming both versions"; exit 1; }
+	! grep -q "downloading" "$W/refused.log" || { say "FAIL: downloaded before refusing"; exit 1; }
+	[ -z "$(ls -A /usr/local/bin)" ] || { say "FAIL: something was installed: $(ls -A /usr/local/bin)"; exit 1; }
+	cmp -s "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config changed"; exit 1; }
+	[ "$(grep -c restart "$R/systemctl.log" || true)" = 0 ] || { say "FAIL: containerd restarted"; exit 1; }
+	say "refused: $TAG's shim needs containerd >= 1.7.0; nothing installed, config unchanged, containerd not restarted"
+	exit 0
+fi
 # curl needs the node's network: through the mount namespace alone it cannot reach the node's 127.0.0.1
 if runinit install-runsc.sh "HOST_EXEC_NET=nsenter -t 1 -m --" >"$W/nonet.log" 2>&1; then say "FAIL: curl reached the node without its network namespace"; exit 1; fi
 if ! grep -q 'ERROR: .*127\.0\.0\.1:18443' "$W/nonet.log" || [ -e "$IDIR/runsc" ]; then say "FAIL: no refusal"; cat "$W/nonet.log"; exit 1; fi
@@ -165,6 +193,7 @@ say "configure-containerd: $(grep -o "containerd's CRI on .* lists the runsc han
 say "init containers took $((($(date +%s%N) - t) / 1000000)) ms"
 runinit ready.sh
 say "ready.sh: ok"
+say "installed: $("$IDIR/runsc" --version | head -n 1) (gVisor $TAG, $(awk '$1 == "layout" { print $2 }' "$IDIR/.gvisorgen-runsc.stamp") layout), shim $(sha512sum "$IDIR/containerd-shim-runsc-v1" | cut -c1-12)…"
 if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
 if [ "$MODE" = offpath ]; then
 	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
@@ -185,14 +214,27 @@ cid=$(timeout 120 "$crictl" --runtime-endpoint "unix://$A" --image-endpoint "uni
 	exit 1
 }
 ok=
-for _ in $(seq 1 50); do
+for _ in $(seq 1 150); do
 	CR logs "$cid" >"$W/pod.log" 2>/dev/null || true
-	if grep -q "Starting gVisor" "$W/pod.log"; then ok=1; break; fi
+	# the container prints dmesg, then the sandbox's addresses: wait for both
+	if grep -q "Starting gVisor" "$W/pod.log" && grep -q "inet 10\.244\.77\." "$W/pod.log"; then ok=1; break; fi
 	sleep 0.2
 done
 sed -n '1,3s/^/  [pod] /p' "$W/pod.log"
-[ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor'"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
+[ -n "$ok" ] || { say "FAIL: the runsc pod did not log 'Starting gVisor' and its address (30 s)"; tail -20 "$R/containerd.log" | cut -c1-300; exit 1; }
 say "CRI pod with runtime handler runsc logged 'Starting gVisor'"
+# the sandbox's network: the CNI address containerd reports, and the same address seen inside the sandbox
+pip=$(CR inspectp -o go-template --template '{{.status.network.ip}}' "$(CR pods -q | head -n 1)")
+case $pip in 10.244.77.*) ;; *) say "FAIL: the pod has no CNI address (got '$pip')"; exit 1 ;; esac
+grep -q "inet $pip/" "$W/pod.log" || { say "FAIL: the sandbox does not see its address $pip"; cat "$W/pod.log"; exit 1; }
+say "pod network: CNI address $pip, inside the sandbox: $(grep -o "inet $pip/[0-9]*" "$W/pod.log")"
+# runsc's log: which binary booted the sandbox
+sl=$(grep -rhoE 'Sidecar "gvisor_sentry" (found|not usable)[^;]*' "$R/runsc" | head -n 1 || true)
+say "runsc: ${sl:-no sidecar line}"
+if [ "$TAG" != 20240212 ]; then
+	case $sl in "Sidecar \"gvisor_sentry\" found: booting sandbox with $IDIR/gvisor-bin/gvisor_sentry") ;;
+	*) say "FAIL: runsc did not boot with the installed $IDIR/gvisor-bin/gvisor_sentry"; exit 1 ;; esac
+fi
 
 # uninstall refuses while the sandbox exists, then removes everything once it is gone
 if runinit uninstall.sh GVISOR_MODE=uninstall; then say "FAIL: uninstall did not refuse while a gVisor pod exists"; exit 1; fi
@@ -200,5 +242,6 @@ CR rmp -f -a >/dev/null
 runinit uninstall.sh GVISOR_MODE=uninstall
 cmp "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config not restored"; exit 1; }
 [ ! -e "$IDIR/runsc" ] || { say "FAIL: runsc left"; exit 1; }
+[ ! -e "$IDIR/gvisor-bin" ] || { say "FAIL: gvisor-bin/ left"; exit 1; }
 runinit ready.sh GVISOR_MODE=uninstall
 say "uninstall: refused while the pod ran, then removed everything; config byte-identical to the original"

@@ -336,7 +336,7 @@ const minimalRuncV2 = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtime
 func (h *Host) useContainerd(ver string) {
 	h.t.Helper()
 	h.CtrdName = ver
-	h.Ctrd = map[string]string{"16": ctrd16, "24": ctrd24}[ver]
+	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "24": ctrd24}[ver]
 	h.write(filepath.Join(h.Dir, "fakebin", "containerd"), 0o755, "#!/bin/sh\nexec "+h.Ctrd+" \"$@\"\n")
 }
 

@@ -29,6 +29,7 @@ var (
 	busybox     string
 	ctrd16      string // Debian's containerd 1.6
 	ctrd24      string // containerd 2.4.2 built from its module
+	ctrd17      string // containerd 1.7 built from its module in a wrapper module (ci/containerd17)
 	ctrBin      string // ctr client (Debian's)
 	crictlBin   string // crictl (ci/node/setup.sh builds it): the hosts that have one ask CRI for the runsc handler
 	httpdURL    string // busybox httpd serving work/serve
@@ -75,6 +76,7 @@ func run(m *testing.M) int {
 	}
 	ctrd16 = get("CONTAINERD16", "")
 	ctrd24 = get("CONTAINERD24", "")
+	ctrd17 = get("CONTAINERD17", "")
 	busybox = get("BUSYBOX", "/bin/busybox")
 	ctrBin = get("CTR", "/usr/bin/ctr")
 	crictlBin = get("CRICTL", "")
@@ -106,7 +108,7 @@ func run(m *testing.M) int {
 		must(os.Symlink(busybox, filepath.Join(bbDir, a)))
 	}
 
-	for k, bin := range map[string]string{"16": ctrd16, "24": ctrd24} {
+	for k, bin := range map[string]string{"16": ctrd16, "17": ctrd17, "24": ctrd24} {
 		out, err := exec.Command(bin, "config", "default").Output()
 		must(err)
 		defaults[k] = out
@@ -130,8 +132,8 @@ func run(m *testing.M) int {
 	refusedURL = fmt.Sprintf("http://127.0.0.1:%d", freePort())
 	defer startTLSServers()()
 
-	fmt.Printf("node test fixture ready in %.1fs (busybox %s, containerd 1.6 %s, 2.4 %s)\n",
-		time.Since(start).Seconds(), busybox, ctrd16, ctrd24)
+	fmt.Printf("node test fixture ready in %.1fs (busybox %s, containerd 1.6 %s, 1.7 %s, 2.4 %s)\n",
+		time.Since(start).Seconds(), busybox, ctrd16, ctrd17, ctrd24)
 	return m.Run()
 }
 

@@ -5,7 +5,8 @@
 #    ca-certificates (the fake host's curl: install-runsc fetches unpinned artifacts with the host's curl).
 #  - containerd v2.4.2 built from its Go module into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-v2.4.2/containerd
-#    (built into a temp dir and renamed, so an interrupted build never looks complete).
+#    (built into a temp dir and renamed, so an interrupted build never looks complete);
+#  - containerd 1.7 (ci/containerd17/build.sh: a wrapper module, cached keyed by version; ~130 s cold).
 # Run as root (CI and the dev machines are root). Prints CONTAINERD24=<path> on its last line.
 set -eu
 
@@ -56,6 +57,11 @@ else
 	trap - EXIT INT TERM
 fi
 echo "setup: containerd $CONTAINERD24_VERSION ready in $(($(now) - t))s"
+# --- containerd 1.7 from its module (a wrapper module: its go.mod has exclude directives) ------------------------------
+t=$(now)
+sh "$(dirname "$0")/../containerd17/build.sh"
+echo "setup: containerd 1.7 ready in $(($(now) - t))s"
 sh "$(dirname "$0")/crictl.sh" >/dev/null
 echo "setup: done in $(($(now) - t_all))s"
 echo "CONTAINERD24=$c24dir/containerd"
+echo "CONTAINERD17=$(sh "$(dirname "$0")/../containerd17/build.sh" --dir)/containerd"

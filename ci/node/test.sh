@@ -3,7 +3,7 @@
 #  1. shellcheck -s sh on every cue/installer/*.sh (following lib.sh);
 #  2. a ban on `wget -T` / `wget --timeout` (busybox 1.35's wget segfaults on it: use `timeout N wget`);
 #  3. go test -tags nodetest ./ci/node/... : the real scripts under busybox sh against fake hosts, configs checked
-#     by real containerd 1.6 (Debian, /usr/bin/containerd) and 2.4.2 (built by setup.sh).
+#     by real containerd 1.6 (Debian, /usr/bin/containerd), 1.7 and 2.4.2 (built by setup.sh).
 # Missing tools fail the run; nothing is skipped.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -41,8 +41,9 @@ echo "test-node: no wget -T"
 
 CONTAINERD16=${CONTAINERD16:-/usr/bin/containerd}
 CONTAINERD24=${CONTAINERD24:-${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-$CONTAINERD24_VERSION/containerd}
+CONTAINERD17=${CONTAINERD17:-$(sh ci/containerd17/build.sh --dir)/containerd}
 CRICTL=${CRICTL:-$(sh ci/node/crictl.sh --path)}
-export CONTAINERD16 CONTAINERD24 CRICTL
+export CONTAINERD16 CONTAINERD17 CONTAINERD24 CRICTL
 t=$(now)
 go test -tags nodetest -count=1 -timeout 15m ./ci/node/... "$@"
 echo "test-node: go test in $(($(now) - t))s; total $(($(now) - t_all))s"

@@ -18,6 +18,7 @@
 #   GVISOR_MODE (install)
 #   GVISOR_VERSION (YYYYMMDD or YYYYMMDD.N, required)  GVISOR_BASE_URL  GVISOR_LAYOUT (auto|binaries|archive)
 #   GVISOR_SHA512_PINS ("<arch>/<artifact> <sha512>" lines)  GVISOR_CA_BUNDLE (PEM, empty: the host's CA store)
+#   CONTAINERD_MIN_VERSION (the oldest containerd that can start this release's shim; empty: any)
 #   HOST_PATH  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen; also holds the CA bundle for curl while it runs)
 #   DOWNLOAD_TIMEOUT_SECONDS (60)  DOWNLOAD_RETRIES (3)  LOCK_TIMEOUT_SECONDS (300)
 # Exit status: 0 installed (or already installed), non-zero with an ERROR line saying what failed.
@@ -32,6 +33,8 @@ gvz_load_env
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': install-runsc runs only in install mode"
 gvz_check_version
 gvz_check_pins
+# Before anything is downloaded or installed: a shim this node's containerd cannot start would fail every gVisor pod.
+gvz_check_containerd_floor
 ARCH=$(gvz_arch)
 LAYOUT=$(gvz_layout)
 IDIR=$HOST_ROOT$INSTALL_DIR
@@ -234,6 +237,15 @@ if [ "$LAYOUT" = archive ]; then
     [ -d "$stage/gvisor-bin" ] || gvz_die "gvisor.tar.bz2 holds no gvisor-bin/ next to runsc"
     if find "$stage/gvisor-bin" ! -type f ! -type d | grep -q .; then
         gvz_die "gvisor.tar.bz2's gvisor-bin/ holds something other than files and folders; refusing"
+    fi
+    # runsc boots each sandbox with gvisor-bin/gvisor_sentry when it finds it next to itself; without it, runsc falls
+    # back to booting with itself, which runsc deprecates (STRICT by default after 2026-09, no fallback after 2026-10).
+    # Under sidecar-usage-policy STRICT that runsc would refuse every sandbox: refuse the release instead.
+    if [ ! -f "$stage/gvisor-bin/gvisor_sentry" ]; then
+        if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -qE '^[[:space:]]*sidecar-usage-policy[[:space:]]*=[[:space:]]*"?STRICT"?[[:space:]]*$'; then
+            gvz_die "gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry, and runsc.toml sets sidecar-usage-policy = STRICT: runsc would refuse to boot every sandbox; nothing was installed. Use a release that ships its sidecars, or drop the STRICT setting (gvisor.runsc.config)"
+        fi
+        gvz_log "WARNING: gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry: runsc will boot sandboxes with itself, a fallback runsc deprecates (it stops working after 2026-10)"
     fi
 else
     cp "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/"

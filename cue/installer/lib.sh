@@ -57,6 +57,7 @@ gvz_load_env() {
     GVISOR_LAYOUT=${GVISOR_LAYOUT:-auto}
     GVISOR_SHA512_PINS=${GVISOR_SHA512_PINS:-}
     GVISOR_CA_BUNDLE=${GVISOR_CA_BUNDLE:-}
+    CONTAINERD_MIN_VERSION=${CONTAINERD_MIN_VERSION:-}
     GVISOR_MODE=${GVISOR_MODE:-install}
     INSTALL_DIR=${INSTALL_DIR:-/usr/local/bin}
     INSTALL_DIR=${INSTALL_DIR%/}
@@ -98,6 +99,9 @@ gvz_load_env() {
         *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"*) ;;
         *) gvz_die "GVISOR_CA_BUNDLE must be PEM certificates (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)" ;;
         esac
+    fi
+    if [ -n "$CONTAINERD_MIN_VERSION" ] && ! printf '%s' "$CONTAINERD_MIN_VERSION" | grep -qE '^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$'; then
+        gvz_die "CONTAINERD_MIN_VERSION must be MAJOR.MINOR or MAJOR.MINOR.PATCH (or empty), got '$CONTAINERD_MIN_VERSION'"
     fi
     case $HOST_PATH in *[!A-Za-z0-9._/:-]*) gvz_die "HOST_PATH may hold only letters, digits and . _ / : -, got '$HOST_PATH'" ;; esac
     # Host commands run with the host's usual PATH, not the image's (nsenter passes our environment through).
@@ -200,6 +204,45 @@ gvz_check_host() {
     _v=$(timeout 30 $GVZ_HX containerd --version 2>&1) ||
         gvz_die "cannot run 'containerd --version' on the host through HOST_EXEC ($HOST_EXEC): $(printf '%s' "$_v" | head -c 300)"
     gvz_log "host: $_v"
+}
+
+# gvz_containerd_semver "OUTPUT" : MAJOR.MINOR.PATCH of `containerd --version`'s first line, from its first field after
+# the name that starts with a version: "containerd github.com/containerd/containerd v1.6.20 <commit>", "containerd
+# containerd.io 1.7.27 <commit>", Debian's "… 1.6.20~ds1 1.6.20~ds1-1+deb12u3", "… /v2 2.4.2+unknown". Nothing if none.
+gvz_containerd_semver() {
+    printf '%s\n' "$1" | head -n 1 | awk '{
+        for (i = 2; i <= NF; i++) {
+            v = $i; sub(/^v/, "", v)
+            if (match(v, /^[0-9]+\.[0-9]+(\.[0-9]+)?/)) {
+                v = substr(v, 1, RLENGTH); if (split(v, p, ".") == 2) v = v ".0"; print v; exit
+            }
+        }
+    }'
+}
+
+# gvz_version_lt A B : A < B for MAJOR.MINOR[.PATCH] versions, compared numerically (vet's VersionLess does the same).
+gvz_version_lt() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        split(a, x, "."); split(b, y, ".")
+        for (i = 1; i <= 3; i++) { if (x[i] + 0 < y[i] + 0) exit 0; if (x[i] + 0 > y[i] + 0) exit 1 }
+        exit 1
+    }'
+}
+
+# gvz_check_containerd_floor : the host's containerd can start this release's shim (CONTAINERD_MIN_VERSION, rendered
+# from the CUE fact #ShimNeedsContainerd for GVISOR_VERSION; empty: any can). Dies naming both versions and the way out.
+gvz_check_containerd_floor() {
+    [ -n "$CONTAINERD_MIN_VERSION" ] || return 0
+    # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+    _gvz_cv=$(timeout 30 $GVZ_HX containerd --version 2>&1) ||
+        gvz_die "gVisor $GVISOR_VERSION's shim needs containerd >= $CONTAINERD_MIN_VERSION, and 'containerd --version' failed on the host through HOST_EXEC ($HOST_EXEC): $(printf '%s' "$_gvz_cv" | head -c 300)"
+    _gvz_have=$(gvz_containerd_semver "$_gvz_cv")
+    [ -n "$_gvz_have" ] ||
+        gvz_die "gVisor $GVISOR_VERSION's shim needs containerd >= $CONTAINERD_MIN_VERSION, and the host's 'containerd --version' names no version ($(printf '%s' "$_gvz_cv" | head -n 1 | head -c 200)): refusing to install"
+    if gvz_version_lt "$_gvz_have" "$CONTAINERD_MIN_VERSION"; then
+        gvz_die "refusing to install gVisor $GVISOR_VERSION: its shim needs containerd >= $CONTAINERD_MIN_VERSION (it answers containerd 2's bootstrap handshake, which older containerd cannot read: every gVisor pod would fail to start), and this node runs containerd $_gvz_have ($(printf '%s' "$_gvz_cv" | head -n 1 | head -c 200)); nothing was installed and containerd was not restarted. Either upgrade containerd on this node to >= $CONTAINERD_MIN_VERSION, or pin gvisor.version to a release whose shim containerd $_gvz_have can start (README, \"containerd versions\")"
+    fi
+    gvz_log "host containerd $_gvz_have >= $CONTAINERD_MIN_VERSION, the oldest that can start gVisor $GVISOR_VERSION's shim"
 }
 
 # gvz_dump CONFIG_HOST_PATH OUT ERR : the host containerd's dump of a config file; status of the dump.

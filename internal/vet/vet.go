@@ -122,6 +122,7 @@ func Targets(ts []eval.Target, f Facts) Report {
 			}
 		}
 		r.Warnings = append(r.Warnings, warns...)
+		r.Warnings = append(r.Warnings, containerdFindings(t)...)
 		w.record(&r)
 	}
 	return r

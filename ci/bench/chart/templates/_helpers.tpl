@@ -45,6 +45,7 @@ env:
 - {name: GVISOR_LAYOUT, value: {{ $G.release.layout | quote }}}
 - {name: GVISOR_SHA512_PINS, value: {{ join "\n" $pins | quote }}}
 - {name: GVISOR_CA_BUNDLE, value: {{ $G.release.caBundle | quote }}}
+- {name: CONTAINERD_MIN_VERSION, value: {{ $G.release.containerdFloor | default "" | quote }}}
 - {name: HOST_ROOT, value: /host}
 - {name: INSTALL_DIR, value: {{ $G.host.installDir | quote }}}
 - {name: INSTALL_DIR_ON_PATH, value: {{ $G.host.installDirOnPath | toString | quote }}}

@@ -1,0 +1,60 @@
+package vet
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+)
+
+// containerdFindings warns when a target's gVisor release needs a newer
+// containerd than its nodes may run: gvisor.release.containerdFloor (derived
+// in CUE from #ShimNeedsContainerd, compat.cue: the one home of the rule)
+// against gvisor.host.containerd (the profile's known floor, or the user's).
+// A warning, not an error: the installer refuses such a node by itself
+// before installing anything (CONTAINERD_MIN_VERSION), so no node breaks.
+func containerdFindings(t eval.Target) []string {
+	var v struct {
+		Gvisor struct {
+			Enabled bool   `json:"enabled"`
+			Version string `json:"version"`
+			Release struct {
+				ContainerdFloor string `json:"containerdFloor"`
+			} `json:"release"`
+			Host struct {
+				Containerd string `json:"containerd"`
+			} `json:"host"`
+		} `json:"gvisor"`
+	}
+	if json.Unmarshal(t.Values, &v) != nil || !v.Gvisor.Enabled {
+		return nil
+	}
+	floor, nodes := v.Gvisor.Release.ContainerdFloor, v.Gvisor.Host.Containerd
+	if floor == "" || nodes == "" || !VersionLess(nodes, floor) {
+		return nil
+	}
+	return []string{fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (README, \"containerd versions\"); if every node runs containerd >= %s, set gvisor.host.containerd to it",
+		t.Name, v.Gvisor.Version, floor, nodes, floor)}
+}
+
+// VersionLess compares containerd versions MAJOR.MINOR[.PATCH] numerically
+// (a missing patch is 0), as the installer's gvz_version_lt does.
+func VersionLess(a, b string) bool {
+	pa, pb := versionParts(a), versionParts(b)
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+	return false
+}
+
+func versionParts(s string) [3]int {
+	var p [3]int
+	for i, f := range strings.SplitN(s, ".", 3) {
+		p[i], _ = strconv.Atoi(f)
+	}
+	return p
+}
