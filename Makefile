@@ -47,7 +47,7 @@ test-node:
 	sh ci/node/setup.sh
 	sh ci/node/test.sh
 
-## test-node-e2e: a simulated node: the installer restarts real containerd 1.6 and 2.4, a runsc CRI pod starts
+## test-node-e2e: a simulated node: the installer restarts real containerd 1.6, 1.7 and 2.4.2, a runsc CRI pod starts
 test-node-e2e:
 	sh ci/node/setup.sh
 	sh ci/node/e2e-setup.sh
@@ -58,7 +58,7 @@ e2e:
 	sh ci/k8s/build.sh
 	sh ci/apiserver/test.sh
 
-## e2e-cluster: the product on a real single-node cluster (kubelet, containerd 1.6 and 2.4.2): GKE-style admission, install, restricted smoke, overhead, re-run, readiness probe, upgrade, uninstall, broken artifact
+## e2e-cluster: the product on a real single-node cluster (kubelet; containerd 1.6, 1.7 and 2.4.2, one cluster each): GKE-style admission, install, restricted smoke, overhead, re-run, readiness probe, upgrade, uninstall, broken artifact
 e2e-cluster:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e.sh
