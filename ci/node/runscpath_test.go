@@ -78,16 +78,8 @@ func TestRunscConfigMoves(t *testing.T) {
 				name = ver + "/edited-since"
 			}
 			t.Run(name, func(t *testing.T) {
-				orig := def16()
-				if ver == "24" {
-					orig = def24()
-				}
-				h := newHost(t, ver)
-				h.setConfig(orig)
-				h.startContainerd()
-				h.mustRun("install-runsc.sh", nil)
-				h.mustRunRestarts("configure-containerd.sh", nil, 1) // the old path (the hosts' RUNSC_CONFIG)
-				old := "/etc/containerd/runsc.toml"
+				h, _ := installedAtOldPath(t, ver)
+				old := oldRunscPath
 				if edited {
 					h.write(h.P(old), 0o644, h.read(old)+"debug = true\n")
 				}
@@ -124,16 +116,8 @@ func TestRunscConfigMoves(t *testing.T) {
 func TestRunscConfigMovedUninstall(t *testing.T) {
 	for _, ver := range []string{"16", "24"} {
 		t.Run(ver, func(t *testing.T) {
-			orig := def16()
-			if ver == "24" {
-				orig = def24()
-			}
-			h := newHost(t, ver)
-			h.setConfig(orig)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
-			h.mustRunRestarts("configure-containerd.sh", nil, 1) // the old path (the hosts' RUNSC_CONFIG)
-			old := "/etc/containerd/runsc.toml"
+			h, orig := installedAtOldPath(t, ver)
+			old := oldRunscPath
 			if !h.exists(old) {
 				t.Fatalf("%s was not written", old)
 			}
@@ -147,4 +131,19 @@ func TestRunscConfigMovedUninstall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The path of runsc.toml before it moved to its subfolder (still the node tests' RUNSC_CONFIG).
+const oldRunscPath = "/etc/containerd/runsc.toml"
+
+// installedAtOldPath: a node as an older gvisorgen left it, runsc.toml at oldRunscPath; returns it and its original
+// config.
+func installedAtOldPath(t *testing.T, ver string) (*Host, string) {
+	orig := defFor(ver)
+	h := newHost(t, ver)
+	h.setConfig(orig)
+	h.startContainerd()
+	h.mustRun("install-runsc.sh", nil)
+	h.mustRunRestarts("configure-containerd.sh", nil, 1)
+	return h, orig
 }
