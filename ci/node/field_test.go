@@ -333,6 +333,22 @@ const minimalRuncV2 = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtime
 
 // useContainerd makes the fake host's `containerd` the other version (an upgrade or downgrade of the node, or one
 // image config shared by pools on different versions).
+// readByOther restarts the fake host on containerd `to` over the config `from` wrote, and returns the dump once `to`
+// serves CRI with both runc and runsc from it.
+func (h *Host) readByOther(from, to string) Dump {
+	h.t.Helper()
+	h.useContainerd(to)
+	if out, err := h.hostCmd("systemctl", "restart", "containerd"); err != nil {
+		h.t.Fatalf("containerd %s does not start on the file written on %s: %v\n%s\n%s", to, from, err, out, h.containerdLog())
+	}
+	h.waitCRI()
+	d := h.dump(h.Ctrd, "/etc/containerd/config.toml")
+	if !d.HasRuntime("runsc") || !d.HasRuntime("runc") {
+		h.t.Fatalf("%s: runsc=%v runc=%v\n%s", to, d.HasRuntime("runsc"), d.HasRuntime("runc"), d.Stdout)
+	}
+	return d
+}
+
 func (h *Host) useContainerd(ver string) {
 	h.t.Helper()
 	h.CtrdName = ver
@@ -373,15 +389,7 @@ func TestBothReadersOfVersion2(t *testing.T) {
 				}
 				h.checkReal(true) // dumps with 1.6 and 2.4.2, no unknown key gvisorgen wrote
 				// the other version starts on the same file, serves CRI with runc and runsc
-				h.useContainerd(pair[1])
-				if out, err := h.hostCmd("systemctl", "restart", "containerd"); err != nil {
-					t.Fatalf("containerd %s does not start on the file written on %s: %v\n%s\n%s", pair[1], pair[0], err, out, h.containerdLog())
-				}
-				h.waitCRI()
-				d := h.dump(h.Ctrd, "/etc/containerd/config.toml")
-				if !d.HasRuntime("runsc") || !d.HasRuntime("runc") {
-					t.Fatalf("%s: runsc=%v runc=%v", pair[1], d.HasRuntime("runsc"), d.HasRuntime("runc"))
-				}
+				h.readByOther(pair[0], pair[1])
 				r1 := h.restarts()
 				h.mustRun("configure-containerd.sh", nil)
 				if h.config() != cfg || h.restarts() != r1 {
