@@ -42,7 +42,7 @@ func TestFluxRejectedCommitLeavesTheNodeAlone(t *testing.T) {
 			return s.ready == "False" && strings.HasSuffix(s.attempt, sha)
 		}, nil)
 		t.Logf("  .. Kustomization Ready=False %s: %s", ks.reason, clip(ks.message, 400))
-		for _, want := range []string{"StorageClass/gvisor-workspace", "parameters", "Forbidden"} {
+		for _, want := range []string{"StorageClass/gvisor-workspace", "parameters", "immutable"} {
 			if !strings.Contains(ks.message, want) {
 				t.Errorf("the Kustomization's message lacks %q: %s", want, ks.message)
 			}
