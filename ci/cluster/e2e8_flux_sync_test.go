@@ -215,14 +215,19 @@ func (c *Cluster) fluxApplied(ctx context.Context, t *testing.T) bool {
 	return false
 }
 
-// ensureFluxSynced gives a scenario run alone the state the ones before leave: Flux has applied the target for
-// version and mode.
-func (c *Cluster) ensureFluxSynced(ctx context.Context, t *testing.T, version, mode string) {
+// ensureFluxSynced gives a scenario run alone the state the ones before leave: Flux has applied the target
+// installing version ("": any, else the first release of fluxReleases).
+func (c *Cluster) ensureFluxSynced(ctx context.Context, t *testing.T, version string) {
 	t.Helper()
-	if r := c.flux(ctx, t); r.synced != version+" "+mode {
-		c.ensureRunning(ctx, t, runcSleeper)
-		c.fluxSync(ctx, t, version, mode, nil, "e2e target: gVisor "+version+" "+mode, true)
+	r := c.flux(ctx, t)
+	if strings.HasSuffix(r.synced, " install") && (version == "" || r.synced == version+" install") {
+		return
 	}
+	if version == "" {
+		version, _ = fluxReleases(c.V)
+	}
+	c.ensureRunning(ctx, t, runcSleeper)
+	c.fluxSync(ctx, t, version, "install", nil, "e2e target: gVisor "+version, true)
 }
 
 // dumpFlux adds the Flux objects' status and the controllers' and git server's logs to a failure's dump.

@@ -10,21 +10,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestFluxVersionBumpRollsTheInstaller (Flux 2): gvisor.version 20221219 -> 20240212 committed (pin, generate, commit,
-// push) and nothing else: the GitRepository's interval finds the commit (no reconcile is asked for), Flux applies it,
-// the DaemonSet rolls and carries the new GVISOR_VERSION, the node's stamp names 20240212, containerd is not
-// restarted (runsc.toml loses the 2022 runsc's network line: no restart needed), the running gVisor pod (started by
-// the 2022 runsc) is untouched, and the smoke pod runs on the new runsc.
+// TestFluxVersionBumpRollsTheInstaller (Flux 2): gvisor.version bumped (fluxReleases: 20221219 -> 20240212 on
+// containerd 1.6, 20240212 -> 20260801 on the others) by a commit (pin, generate, commit, push) and nothing else: the
+// GitRepository's interval finds the commit (no reconcile is asked for), Flux applies it, the DaemonSet rolls and
+// carries the new GVISOR_VERSION, the node's stamp names the new release, containerd is not restarted (the runtime
+// block does not change: runsc.toml only), the runc pod is untouched, and the smoke pod runs on the new release. A
+// gVisor pod running since before the bump is untouched too, except on 1.6, where none runs across it: the current
+// runsc cannot stop a sandbox of Debian's 2022 runsc (fluxReleases), so it is started after the bump there.
 func TestFluxVersionBumpRollsTheInstaller(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
-		c.ensureFluxSynced(ctx, t, vDeb, "install")
-		c.ensureRunning(ctx, t, gvisorSleeper)
+		first, next := fluxReleases(c.V)
+		c.ensureFluxSynced(ctx, t, first)
+		across := c.V != "16"
+		if across {
+			c.ensureRunning(ctx, t, gvisorSleeper)
+		}
 		r0 := c.Restarts()
 		ds0, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.fluxSync(ctx, t, vGood, "install", nil, "bump gVisor to "+vGood, false)
+		c.fluxSync(ctx, t, next, "install", nil, "bump gVisor to "+next, false)
 		ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -32,20 +38,24 @@ func TestFluxVersionBumpRollsTheInstaller(t *testing.T) {
 		if ds.Generation == ds0.Generation || !DaemonSetRolledOut(ds) {
 			t.Errorf("the DaemonSet did not roll: generation %d -> %d, rolled out %v", ds0.Generation, ds.Generation, DaemonSetRolledOut(ds))
 		}
-		if v := envOf(ds.Spec.Template.Spec.InitContainers, "install-runsc", "GVISOR_VERSION"); v != vGood {
-			t.Errorf("install-runsc's GVISOR_VERSION is %q, want %s", v, vGood)
+		if v := envOf(ds.Spec.Template.Spec.InitContainers, "install-runsc", "GVISOR_VERSION"); v != next {
+			t.Errorf("install-runsc's GVISOR_VERSION is %q, want %s", v, next)
 		}
-		if v := c.stamp("version"); v != vGood {
-			t.Errorf("stamp says version %q, want %s", v, vGood)
+		if v := c.stamp("version"); v != next {
+			t.Errorf("stamp says version %q, want %s", v, next)
 		}
 		n := c.Restarts() - r0
 		t.Logf("  .. DaemonSet generation %d -> %d, stamp %s, containerd restarts by the bump: %d", ds0.Generation, ds.Generation, c.stamp("version"), n)
 		if n != 0 {
 			t.Errorf("the bump restarted containerd %d times, want 0", n)
 		}
-		c.untouched(ctx, t, gvisorSleeper.name)
+		if across {
+			c.untouched(ctx, t, gvisorSleeper.name)
+			t.Logf("  .. gvisor-sleeper (started on %s) untouched", first)
+		}
 		c.untouched(ctx, t, runcSleeper.name)
 		c.smoke(ctx, t)
+		c.ensureRunning(ctx, t, gvisorSleeper)
 	})
 }
 

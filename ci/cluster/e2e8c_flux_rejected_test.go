@@ -20,7 +20,7 @@ import (
 // values back) makes it Ready again.
 func TestFluxRejectedCommitLeavesTheNodeAlone(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
-		c.ensureFluxSynced(ctx, t, vGood, "install")
+		c.ensureFluxSynced(ctx, t, "")
 		c.ensureRunning(ctx, t, gvisorSleeper)
 		ks0, err := c.fluxGet(ctx, ksGVR)
 		if err != nil {
@@ -36,7 +36,7 @@ func TestFluxRejectedCommitLeavesTheNodeAlone(t *testing.T) {
 			y = strings.Replace(y, "  installer:\n", "  installer:\n    resources: {limits: {memory: 300Mi}}\n", 1)
 			return y + "storageClass: {parameters: {gvisorgen-e2e: changed}}\n"
 		}
-		sha := c.fluxCommit(ctx, t, vGood, "install", bad, "StorageClass parameters changed (immutable) and the installer's memory limit")
+		sha := c.fluxCommit(ctx, t, c.installed, "install", bad, "StorageClass parameters changed (immutable) and the installer's memory limit")
 		c.fluxReconcile(ctx, t, true)
 		ks := c.waitFlux(ctx, t, 2*time.Minute, "the bad commit refused", func(s fluxStatus) bool {
 			return s.ready == "False" && strings.HasSuffix(s.attempt, sha)
@@ -75,7 +75,7 @@ func TestFluxRejectedCommitLeavesTheNodeAlone(t *testing.T) {
 		t.Logf("  .. DaemonSet generation %d unchanged, StorageClass unchanged, node unchanged (config, stamp %s, 0 restarts), pods untouched",
 			ds.Generation, c.stamp("version"))
 		// the fix: the values back, a new commit
-		c.fluxSync(ctx, t, vGood, "install", nil, "StorageClass parameters back", true)
+		c.fluxSync(ctx, t, c.installed, "install", nil, "StorageClass parameters back", true)
 		if n := c.Restarts() - r0; n != 0 {
 			t.Errorf("containerd restarted %d times", n)
 		}

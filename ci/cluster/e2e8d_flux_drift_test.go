@@ -17,7 +17,7 @@ import (
 // rolls out again, and the node keeps its release without a containerd restart.
 func TestFluxRevertsAHandEdit(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
-		c.ensureFluxSynced(ctx, t, vGood, "install")
+		c.ensureFluxSynced(ctx, t, "")
 		c.ensureRunning(ctx, t, gvisorSleeper)
 		r0 := c.Restarts()
 		want := c.installed
