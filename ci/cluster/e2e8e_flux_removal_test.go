@@ -20,7 +20,7 @@ import (
 // finished (config.toml byte-identical to the original, binaries and runsc.toml gone, one containerd restart). Then
 // `gvisor.enabled: false` committed: Flux prunes what the README says it does (the installer's namespace with the
 // DaemonSet, and the RuntimeClass; the StorageClass stays, it is still in the overlay) and the node, already clean,
-// does not change. runc pods run throughout, and a gVisor pod fails again like before any install.
+// does not change. runc pods run throughout, and a gVisor pod is refused (RuntimeClass "gvisor" not found).
 func TestFluxRemovalAsDocumented(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
 		c.ensureFluxSynced(ctx, t, "")
@@ -87,8 +87,12 @@ func TestFluxRemovalAsDocumented(t *testing.T) {
 		clean("after the prune")
 		c.untouched(ctx, t, runcSleeper.name)
 		c.checkNewRuncPod(ctx, t)
-		msg := c.negativeControl(ctx, t)
-		t.Logf("  .. runc-sleeper untouched, a new runc pod ran, a gVisor pod fails again: %s", clip(msg, 160))
+		// the RuntimeClass is gone: the API server refuses a gVisor pod outright (no pod is left to fail on the node)
+		_, err := c.Admin.CoreV1().Pods("default").Create(ctx, gvisorProbe.pod(), metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), `RuntimeClass "gvisor" not found`) {
+			t.Errorf("a gVisor pod after the prune: %v, want refused: RuntimeClass \"gvisor\" not found", err)
+		}
+		t.Logf("  .. runc-sleeper untouched, a new runc pod ran, a gVisor pod is refused: %v", err)
 	})
 }
 
