@@ -162,7 +162,7 @@ func (c *Cluster) gateClosedFirst(ctx context.Context, t *testing.T, t0 time.Tim
 		t.Errorf("node labels after the uninstall: gate %q, version %q; want none", gate, v)
 	}
 	restart := c.lastRestart()
-	t.Logf("  .. gate closed at +%.1fs (seen), unlabel-node finished +%.0fs, uninstall-runsc started +%.0fs, containerd restarted +%.1fs",
+	t.Logf("  .. gate closed at +%.1fs (seen), unlabel-node finished +%.0fs, uninstall-runsc (its last run) started +%.0fs, containerd restarted +%.1fs",
 		at.Sub(t0).Seconds(), unlabelEnd.Sub(t0.Truncate(time.Second)).Seconds(), uninstallStart.Sub(t0.Truncate(time.Second)).Seconds(), restart.Sub(t0).Seconds())
 	if !restart.After(at) {
 		t.Errorf("containerd restarted (%s) before the gate was seen closed (%s)", restart, at)

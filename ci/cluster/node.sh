@@ -122,11 +122,8 @@ waitfor "apiserver readyz" 120 sh -c "curl -sfk -H 'Authorization: Bearer $(cut 
 	--bind-address=127.0.0.1 --secure-port=10257 >"$L/kcm.log" 2>&1 &
 "$B/kube-scheduler" --kubeconfig="$C/admin.kubeconfig" --leader-elect=false \
 	--bind-address=127.0.0.1 --secure-port=10259 >"$L/scheduler.log" 2>&1 &
-# the kubernetes Service's endpoints are live (the API server's lease reconciler: the advertise address), and
-# kube-proxy routes the Service's IP to them: pods reach the API server as in-cluster clients do
-"$B/kube-proxy" --config="$C/kube-proxy.yaml" >"$L/kube-proxy.log" 2>&1 &
+# the kubernetes Service's endpoints are live (the API server's lease reconciler: the advertise address)
 waitfor "kubernetes Service endpoints ($IP:6443)" 60 sh -c "kubectl --kubeconfig '$C/admin.kubeconfig' get endpointslices -n default -l kubernetes.io/service-name=kubernetes -o jsonpath='{.items[*].endpoints[*].addresses[*]}' | grep -qx '$IP'"
-waitfor "kube-proxy routes the kubernetes Service" 60 sh -c "iptables-save -t nat | grep -q 'default/kubernetes:https'"
 
 # --- containerd: the host's /etc/containerd/config.toml, default socket (under the private /run), private root -------
 if start_containerd; then ts "containerd ok ($("$GVZ_CTRD" --version | cut -d' ' -f3))"; else fail "containerd did not start"; fi
@@ -138,7 +135,11 @@ ts "images imported: $(ctr --address "$SOCK" -n k8s.io images ls -q | grep -v sh
 	--node-ip="$IP" --root-dir="$W/kubelet" --v=2 >"$L/kubelet.log" 2>&1 &
 export KUBECONFIG=$C/admin.kubeconfig
 waitfor "node registered" 120 kubectl get node gvz-node
+# kube-proxy routes the Service's IP to those endpoints: pods reach the API server as in-cluster clients do. Started
+# once the Node exists (it waits for its Node object, 30 s, before it programs anything).
+"$B/kube-proxy" --config="$C/kube-proxy.yaml" >"$L/kube-proxy.log" 2>&1 &
 waitfor "node Ready" 120 kubectl wait --for=condition=Ready node/gvz-node --timeout=2s
+waitfor "kube-proxy routes the kubernetes Service" 60 sh -c "iptables-save -t nat | grep -q 'default/kubernetes:https'"
 ts "CLUSTER UP"
 touch "$R/READY"
 

@@ -228,14 +228,12 @@ EOF
 	chmod 755 "$H/usr-local-sbin/systemctl"
 	# kube-proxy (iptables): routes the kubernetes Service (10.0.0.1:443) to the API server, so that the readiness
 	# gate's label-node container reaches it. No conntrack tuning (its sysctls are not this user namespace's to set)
-	# and no localhost node ports (route_localnet). bindAddress names the node IP: kube-proxy would otherwise wait (30 s)
-	# for the Node object, which the kubelet registers only later.
+	# and no localhost node ports (route_localnet). node.sh starts it once the kubelet registered the Node.
 	cat >"$cw/conf/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $cw/conf/admin.kubeconfig}
 hostnameOverride: gvz-node
-bindAddress: $NODE_IP
 mode: iptables
 clusterCIDR: 10.88.0.0/16
 iptables: {localhostNodePorts: false}
