@@ -304,7 +304,7 @@ func testGate(t *testing.T, c *cluster, root string) {
 		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{k: v}}})
 		return string(b)
 	}
-	unlabel := []string{"label", "node", nodeA, "--request-timeout=30s", gate + "-", version + "-"}
+	unlabel := []string{"label", "node", nodeA, gate + "-", version + "-"}
 
 	// The kubelet of node A, as the Node authorizer and NodeRestriction know it.
 	kubelet := c.gateClient(t, c.kubeletToken)

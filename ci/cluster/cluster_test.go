@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +47,7 @@ type Cluster struct {
 	installed string            // the gVisor version installed by the product, "" when none is
 	generated string            // "<version> <mode>" the generated folder was last rendered for
 	noQuota   bool              // render the target without its priority-class quota (scenario 2q)
+	early     bool              // gvisor-sleeper was created before the installer and waits for the gate (scenario 1)
 	states    map[string]string // a harness pod's "containerID restartCount phase" when it was last checked
 }
 
@@ -289,6 +291,19 @@ func (c *Cluster) RestartLog() []string {
 		}
 	}
 	return l
+}
+
+// lastRestart is the time of the node's last containerd restart (zero when none).
+func (c *Cluster) lastRestart() time.Time {
+	l := c.RestartLog()
+	if len(l) == 0 {
+		return time.Time{}
+	}
+	f, err := strconv.ParseFloat(strings.Fields(l[len(l)-1])[0], 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(f*1e9))
 }
 
 // Restarts counts the containerd restarts so far.

@@ -34,7 +34,14 @@ func (c *Cluster) dump(t *testing.T) {
 				for _, cd := range x.Status.Conditions {
 					cs = append(cs, fmt.Sprintf("%s=%s", cd.Type, cd.Status))
 				}
-				p("node %s: %s", x.Name, strings.Join(cs, " "))
+				var gl []string // the readiness gate's labels (and any other node-restriction one)
+				for k, v := range x.Labels {
+					if strings.HasPrefix(k, "node-restriction.kubernetes.io/") {
+						gl = append(gl, k+"="+v)
+					}
+				}
+				sort.Strings(gl)
+				p("node %s: %s; labels %s", x.Name, strings.Join(cs, " "), strings.Join(gl, " "))
 			}
 		} else {
 			p("nodes: %v", err)
@@ -100,7 +107,7 @@ func (c *Cluster) dump(t *testing.T) {
 		}
 	}
 	p("restart log (systemd.log):\n%s", indent(strings.Join(c.RestartLog(), "\n"), "    "))
-	for _, f := range []string{"systemctl", "node", "kubelet", "containerd"} {
+	for _, f := range []string{"systemctl", "node", "kubelet", "containerd", "kube-proxy"} {
 		s, err := tailFile(filepath.Join(c.Dir, "run/logs", f+".log"), 15)
 		if err != nil {
 			s = err.Error()

@@ -31,7 +31,8 @@ func TestInstallRestartsContainerdOnceAndRunsGVisor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.logContainers(ctx, t, p, "install-runsc", "configure-containerd")
+		c.logContainers(ctx, t, p, "install-runsc", "configure-containerd", "label-node")
+		c.gateOpened(ctx, t, t0, vGood)
 		if n := c.Restarts() - r0; n != 1 {
 			t.Errorf("containerd restarts by the install: %d, want 1", n)
 		}
@@ -81,9 +82,41 @@ func TestInstallRestartsContainerdOnceAndRunsGVisor(t *testing.T) {
 
 		c.untouched(ctx, t, runcSleeper.name)
 		t.Logf("  .. runc-sleeper still running (same container, 0 restarts); new runc pod: %s", c.checkNewRuncPod(ctx, t))
-		c.runPod(ctx, t, gvisorSleeper, corev1.PodRunning)
+		if !c.early {
+			c.runPod(ctx, t, gvisorSleeper, corev1.PodRunning)
+		}
 		c.remember(ctx, t, gvisorSleeper.name)
 	})
+}
+
+// gateOpened checks the readiness gate after an install of version: the node carries the gate and version labels,
+// and the gVisor pod created before the installer (scenario 1), Pending until now, was scheduled only once they were
+// set, and runs under gVisor.
+func (c *Cluster) gateOpened(ctx context.Context, t *testing.T, t0 time.Time, version string) {
+	t.Helper()
+	gate, v := c.nodeLabels(ctx, t)
+	at := c.labelledAt(ctx, t)
+	t.Logf("  .. gate open: node labels gate=%q version=%q, set at +%.0fs", gate, v, at.Sub(t0.Truncate(time.Second)).Seconds())
+	if gate != "true" || v != version {
+		t.Fatalf("node labels: gate %q, version %q; want true and %s", gate, v, version)
+	}
+	if !c.early {
+		return
+	}
+	p, err := c.WaitPodPhase(ctx, "default", gvisorSleeper.name, corev1.PodRunning, 60*time.Second)
+	if err != nil {
+		t.Fatalf("the gVisor pod created before the installer does not run once the gate opened: %v", err)
+	}
+	sched := scheduledAt(p)
+	t.Logf("  .. gvisor-sleeper (created in scenario 1): scheduled at +%.0fs, Running at +%.1fs", sched.Sub(t0.Truncate(time.Second)).Seconds(), time.Since(t0).Seconds())
+	if sched.Before(at) {
+		t.Errorf("gvisor-sleeper was scheduled (%s) before the gate opened (%s)", sched, at)
+	}
+	log, err := c.Logs(ctx, "default", gvisorSleeper.name, "c", false)
+	if err != nil || !strings.Contains(log, "Starting gVisor") {
+		t.Errorf("gvisor-sleeper's dmesg has no 'Starting gVisor' (%v):\n%s", err, clipLines(log, 10))
+	}
+	c.early = false
 }
 
 // logContainers logs the named containers' logs of a pod.

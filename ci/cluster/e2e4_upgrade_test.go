@@ -26,6 +26,7 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 		c.ensureInstalled(ctx, t, vDeb)
 		c.ensureRunning(ctx, t, gvisorSleeper)
 		t.Logf("  .. from %s: %s", vDeb, c.runscVersion(ctx, t))
+		c.versionLabel(ctx, t, vDeb)
 		c.smokePV(ctx, t)
 		r0 := c.Restarts()
 		c.ensureTarget(ctx, t, vUp, "install")
@@ -60,11 +61,14 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 				t.Errorf("the refused upgrade restarted containerd %d times", n)
 			}
 			c.untouched(ctx, t, gvisorSleeper.name)
+			// the node still runs what it ran: the gate stays open and names that release
+			c.versionLabel(ctx, t, vDeb)
 			t.Logf("  .. refused on containerd 1.6: stamp %s, config unchanged, 0 restarts, gvisor-sleeper untouched", c.stamp("version"))
 			// back to a release this node can run: 20240212 (the current runsc beside the 2022 shim). Not 20221219:
 			// Debian's 2022 runsc cannot delete the stopped sandboxes the current runsc created (scenario 2's pods), so
 			// kubelet's container GC never clears them and scenario 5's uninstall would wait for them forever.
 			c.install(ctx, t, vGood, "install")
+			c.versionLabel(ctx, t, vGood)
 			if n := c.Restarts() - r0; n != 0 {
 				t.Errorf("installing %s after the refusal restarted containerd %d times", vGood, n)
 			}
@@ -77,6 +81,7 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.logContainers(ctx, t, p, "install-runsc", "configure-containerd")
+		c.versionLabel(ctx, t, vUp)
 		if v := c.stamp("version"); v != vUp {
 			t.Errorf("stamp says version %q, want %s", v, vUp)
 		}

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestUninstallRestoresConfigByteIdentical (scenario 5): with the gVisor pods deleted first, installer mode
@@ -31,12 +34,17 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		delete(c.states, gvisorSleeper.name)
 		stop := c.sampleRunscContainers(t)
 		r0 := c.Restarts()
+		t0 := time.Now()
+		c.ensureTarget(ctx, t, version, "uninstall")
+		closed := c.watchGateClose(ctx, t)
 		c.install(ctx, t, version, "uninstall")
 		stop()
 		p, err := c.InstallerPod(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		at, perr := closed()
+		c.gateClosedFirst(ctx, t, t0, p, at, perr)
 		log, err := c.Logs(ctx, installerNS, p.Name, "uninstall-runsc", false)
 		if err != nil {
 			t.Fatalf("no uninstall-runsc log: %v", err)
@@ -91,8 +99,76 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		c.untouched(ctx, t, runcSleeper.name)
 		c.checkNewRuncPod(ctx, t)
 		msg := c.negativeControl(ctx, t)
-		t.Logf("  .. runc-sleeper untouched, a new runc pod ran, a gVisor pod fails again: %s", clip(msg, 200))
+		t.Logf("  .. runc-sleeper untouched, a new runc pod ran, an ungated gVisor pod fails again: %s", clip(msg, 200))
 	})
+}
+
+// watchGateClose samples the node's gate label every 0.25 s while the uninstall runs. The moment it is gone, it
+// creates a gVisor pod of the product's RuntimeClass (gvisor-probe): created while the runtime is being removed, it
+// must never reach the node. closed() stops the sampling and says when the gate went (zero if it did not).
+func (c *Cluster) watchGateClose(ctx context.Context, t *testing.T) (closed func() (time.Time, error)) {
+	gk, _ := c.gateKeys(t)
+	c.deletePod(ctx, t, "default", gvisorProbe.name)
+	done, finished := make(chan struct{}), make(chan struct{})
+	var at time.Time
+	var perr error
+	go func() {
+		defer close(finished)
+		for {
+			n, err := c.Admin.CoreV1().Nodes().Get(ctx, "gvz-node", metav1.GetOptions{})
+			if err == nil && n.Labels[gk] == "" {
+				at = time.Now()
+				_, perr = c.Admin.CoreV1().Pods("default").Create(ctx, gvisorProbe.pod(), metav1.CreateOptions{})
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return func() (time.Time, error) {
+		close(done)
+		<-finished
+		return at, perr
+	}
+}
+
+// gateClosedFirst: the uninstall's first init container removed both labels before anything else ran (its
+// finishedAt is not after uninstall-runsc's startedAt), the gate was gone before containerd restarted, and the gVisor
+// pod created the moment it went stayed Pending on no node.
+func (c *Cluster) gateClosedFirst(ctx context.Context, t *testing.T, t0 time.Time, p *corev1.Pod, at time.Time, perr error) {
+	t.Helper()
+	if at.IsZero() || perr != nil {
+		t.Fatalf("the gate label was not seen gone during the uninstall (create of gvisor-probe: %v)", perr)
+	}
+	var unlabelEnd, uninstallStart time.Time
+	for _, s := range p.Status.InitContainerStatuses {
+		if x := s.State.Terminated; x != nil {
+			switch s.Name {
+			case "unlabel-node":
+				unlabelEnd = x.FinishedAt.Time
+			case "uninstall-runsc":
+				uninstallStart = x.StartedAt.Time
+			}
+		}
+	}
+	if len(p.Spec.InitContainers) == 0 || p.Spec.InitContainers[0].Name != "unlabel-node" || unlabelEnd.IsZero() || uninstallStart.Before(unlabelEnd) {
+		t.Errorf("unlabel-node did not run first and finish before uninstall-runsc started (finished %s, uninstall-runsc started %s)", unlabelEnd, uninstallStart)
+	}
+	gate, v := c.nodeLabels(ctx, t)
+	if gate != "" || v != "" {
+		t.Errorf("node labels after the uninstall: gate %q, version %q; want none", gate, v)
+	}
+	restart := c.lastRestart()
+	t.Logf("  .. gate closed at +%.1fs (seen), unlabel-node finished +%.0fs, uninstall-runsc (its last run) started +%.0fs, containerd restarted +%.1fs",
+		at.Sub(t0).Seconds(), unlabelEnd.Sub(t0.Truncate(time.Second)).Seconds(), uninstallStart.Sub(t0.Truncate(time.Second)).Seconds(), restart.Sub(t0).Seconds())
+	if !restart.After(at) {
+		t.Errorf("containerd restarted (%s) before the gate was seen closed (%s)", restart, at)
+	}
+	t.Logf("  .. gvisor-probe, created when the gate closed: Pending on no node (%s)", c.waitUnschedulable(ctx, t, gvisorProbe.name))
+	c.deletePod(ctx, t, "default", gvisorProbe.name)
 }
 
 // sampleRunscContainers logs, when stopped, how many runsc containers containerd still held (and how many of them

@@ -29,6 +29,8 @@ const (
 	nodeIP = "10.99.0.1"
 	mirror = "https://" + nodeIP + ":18443/release"
 	img    = "docker.io/gvz-e2e/busybox:e2e"
+	// the readiness gate's kubectl image (prepare.sh: the static kubectl of ci/k8s/build.sh as /bin/kubectl)
+	kubectlImg = "docker.io/gvz-e2e/kubectl:e2e"
 )
 
 // Global fixture, set in TestMain.
@@ -38,6 +40,7 @@ var (
 	versions   []string // containerd versions to run: "16", "17", "24" (GVZ_CLUSTER_VERSIONS)
 	keep       bool     // KEEP=1: leave the clusters running and the scratch folder in place
 	imgDigest  string   // the installer image's manifest digest (sha256:…)
+	kubectlDig string   // the kubectl image's manifest digest
 	hostBefore string   // the machine's files before any node started (hostManifest)
 
 	clustersMu sync.Mutex
@@ -83,7 +86,10 @@ func run(m *testing.M) int {
 			return 2
 		}
 	}
-	if imgDigest, err = imageDigest(img); err != nil {
+	if imgDigest, err = imageDigest(img); err == nil {
+		kubectlDig, err = imageDigest(kubectlImg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster-e2e:", err)
 		return 2
 	}

@@ -3,8 +3,9 @@
 # tests, go test -tags clustertest ./ci/cluster, uids/gids 0-65535 mapped 1:1; it dies with the test binary unless
 # KEEP=1). It plays the host: private mounts, scratch folders bound over every host path the installer (or
 # containerd, CNI, kubelet) may write, a node IP on a veth, the gVisor mirror served over HTTPS there
-# (ci/cluster/tlsmirror, a certificate for the node IP from prepare.sh's test CA); then etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, containerd and kubelet as a single-node cluster "gvz-node". Once the node is
+# (ci/cluster/tlsmirror, a certificate for the node IP from prepare.sh's test CA); then etcd, kube-apiserver (Node and
+# RBAC authorizers, NodeRestriction), kube-controller-manager, kube-scheduler, kube-proxy, containerd and kubelet (its
+# node credentials: system:node:gvz-node) as a single-node cluster "gvz-node". Once the node is
 # Ready it touches $W/run/READY and acts as the host's "systemd": the fake systemctl (bound over
 # /usr/local/sbin/systemctl and /usr/bin/systemctl) asks it to restart containerd, which it does in its own context (a
 # containerd started from inside the init container would live in that container's cgroup and network namespace),
@@ -112,7 +113,7 @@ export PATH=$B:$HOSTPATH
 	--advertise-address="$IP" --cert-dir="$W/certs" \
 	--service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$C/sa.pub" \
 	--service-account-signing-key-file="$C/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
-	--authorization-mode=Node,RBAC --token-auth-file="$C/tokens.csv" --endpoint-reconciler-type=none \
+	--authorization-mode=Node,RBAC --token-auth-file="$C/tokens.csv" --enable-admission-plugins=NodeRestriction \
 	--allow-privileged=true --kubelet-preferred-address-types=InternalIP \
 	--admission-control-config-file="$C/admission.yaml" >"$L/apiserver.log" 2>&1 &
 waitfor "apiserver readyz" 120 sh -c "curl -sfk -H 'Authorization: Bearer $(cut -d, -f1 "$C/admin.token")' https://127.0.0.1:6443/readyz | grep -qx ok"
@@ -121,6 +122,8 @@ waitfor "apiserver readyz" 120 sh -c "curl -sfk -H 'Authorization: Bearer $(cut 
 	--bind-address=127.0.0.1 --secure-port=10257 >"$L/kcm.log" 2>&1 &
 "$B/kube-scheduler" --kubeconfig="$C/admin.kubeconfig" --leader-elect=false \
 	--bind-address=127.0.0.1 --secure-port=10259 >"$L/scheduler.log" 2>&1 &
+# the kubernetes Service's endpoints are live (the API server's lease reconciler: the advertise address)
+waitfor "kubernetes Service endpoints ($IP:6443)" 60 sh -c "kubectl --kubeconfig '$C/admin.kubeconfig' get endpointslices -n default -l kubernetes.io/service-name=kubernetes -o jsonpath='{.items[*].endpoints[*].addresses[*]}' | grep -qx '$IP'"
 
 # --- containerd: the host's /etc/containerd/config.toml, default socket (under the private /run), private root -------
 if start_containerd; then ts "containerd ok ($("$GVZ_CTRD" --version | cut -d' ' -f3))"; else fail "containerd did not start"; fi
@@ -132,7 +135,11 @@ ts "images imported: $(ctr --address "$SOCK" -n k8s.io images ls -q | grep -v sh
 	--node-ip="$IP" --root-dir="$W/kubelet" --v=2 >"$L/kubelet.log" 2>&1 &
 export KUBECONFIG=$C/admin.kubeconfig
 waitfor "node registered" 120 kubectl get node gvz-node
+# kube-proxy routes the Service's IP to those endpoints: pods reach the API server as in-cluster clients do. Started
+# once the Node exists (it waits for its Node object, 30 s, before it programs anything).
+"$B/kube-proxy" --config="$C/kube-proxy.yaml" >"$L/kube-proxy.log" 2>&1 &
 waitfor "node Ready" 120 kubectl wait --for=condition=Ready node/gvz-node --timeout=2s
+waitfor "kube-proxy routes the kubernetes Service" 60 sh -c "iptables-save -t nat | grep -q 'default/kubernetes:https'"
 ts "CLUSTER UP"
 touch "$R/READY"
 

@@ -130,19 +130,22 @@ func (c *Cluster) checkNewRuncPod(ctx context.Context, t *testing.T) string {
 	return strings.SplitN(log, "\n", 2)[0]
 }
 
-// negativeControl: a gVisor pod's sandbox fails with containerd's no-runtime error.
+// negativeControl: the node's containerd cannot run gVisor. A pod of the harness's ungated RuntimeClass (the
+// product's handler, no scheduling: it lands on the node whatever the gate says) fails with containerd's no-runtime
+// error, and a pod of the product's gated RuntimeClass stays Pending on no node. It returns the former's message.
 func (c *Cluster) negativeControl(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	c.createPod(ctx, t, gvisorProbe)
-	msg, err := c.WaitEvent(ctx, "default", gvisorProbe.name, "FailedCreatePodSandBox", noRuntime, 60*time.Second)
+	c.ensureUngatedRuntimeClass(ctx, t)
+	c.createPod(ctx, t, gvisorUngatedProbe)
+	msg, err := c.WaitEvent(ctx, "default", gvisorUngatedProbe.name, "FailedCreatePodSandBox", noRuntime, 60*time.Second)
 	if err != nil {
 		t.Fatalf("negative control: %v", err)
 	}
 	// and the pod itself stays Pending, its container never created
-	if _, err := c.WaitPodPhaseReason(ctx, "default", gvisorProbe.name, corev1.PodPending, "ContainerCreating", 10*time.Second); err != nil {
+	if _, err := c.WaitPodPhaseReason(ctx, "default", gvisorUngatedProbe.name, corev1.PodPending, "ContainerCreating", 10*time.Second); err != nil {
 		t.Errorf("negative control: %v", err)
 	}
-	c.deletePod(ctx, t, "default", gvisorProbe.name)
+	c.deletePod(ctx, t, "default", gvisorUngatedProbe.name)
 	return msg
 }
 

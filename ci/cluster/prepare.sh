@@ -3,7 +3,8 @@
 # starts, built into the empty scratch folder W (run ci/cluster/setup.sh first; ci/cluster/e2e.sh runs both):
 #  - W/gvisorgen and W/tlsmirror (the product, and the mirror's HTTPS server);
 #  - W/images/all.tar: one OCI archive (busybox-static with every applet) holding the installer/smoke/test image and
-#    the pause images of containerd 1.6 and 2.4.2's default configs; W/images/digests ("REF DIGEST");
+#    the pause images of containerd 1.6 and 2.4.2's default configs; W/images/kubectl.tar: the readiness gate's
+#    kubectl image (the static kubectl of ci/k8s/build.sh on the same root); W/images/digests ("REF DIGEST");
 #  - W/c16/serve/release, W/c17/…, W/c24/…: each node's gVisor mirror, built from the current gVisor
 #    (ci/gvisor/build.sh): 20240212 in the binaries layout (the current runsc; beside it the 2022 shim on c16, which
 #    containerd 1.6 can start, the current shim on c17 and c24), 20260801 in the archive layout (ci/gvisor/build.sh's release
@@ -29,6 +30,7 @@ RUNSC_SHIM=$cache/e2e/shim-20221203/shim
 G=$(sh ci/gvisor/build.sh --dir)
 NODE_IP=10.99.0.1
 IMG=docker.io/gvz-e2e/busybox:e2e
+KUBECTL_IMG=docker.io/gvz-e2e/kubectl:e2e
 V_GOOD=20240212 V_UP=20260801 V_BAD=20240213 V_DEB=20221219
 log() { echo "[cluster-prepare] $*"; }
 
@@ -38,7 +40,7 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
 	log "FAIL: this host uses cgroup v2 only; the cluster suite is proven on cgroup v1/hybrid hosts (kubelet's cgroupRoot is created in every v1 hierarchy)"
 	exit 2
 fi
-for f in "$K8S"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,etcd} /usr/bin/containerd /usr/bin/ctr \
+for f in "$K8S"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kube-proxy,kubectl,etcd} /usr/bin/containerd /usr/bin/ctr \
 	"$C24" "$SHIM24/containerd-shim-runc-v2" "$C17DIR/containerd" "$C17DIR/containerd-shim-runc-v2" /usr/bin/runsc "$G/runsc" "$G/containerd-shim-runsc-v1" "$RUNSC_SHIM" /bin/busybox /usr/lib/cni/bridge; do
 	[ -x "$f" ] || { log "FAIL: missing $f (run ci/cluster/setup.sh)"; exit 2; }
 done
@@ -57,7 +59,7 @@ GOFLAGS=-buildvcs=false "$GO" build -o "$W/tlsmirror" ./ci/cluster/tlsmirror
 # and, as a pull from a registry would name it too, by its manifest digest (repository@sha256:...): the installer is
 # referenced as repository:tag@digest, which the CRI looks up as repository@digest. "REF DIGEST" lines go to
 # $W/images/digests.
-mkimage() { # OUT REF=CMDJSON...
+mkimage() { # OUT REF=CMDJSON... (EXTRA_BIN: a static binary added as /bin/<name>)
 	local out=$1 w=$W/img.tmp a d s ldig lsz cdig csz mdig msz entries="" ref cmd n
 	shift
 	rm -rf "$w"
@@ -65,6 +67,7 @@ mkimage() { # OUT REF=CMDJSON...
 	chmod 1777 "$w/rootfs/tmp"
 	cp /bin/busybox "$w/rootfs/bin/busybox"
 	for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -s busybox "$w/rootfs/bin/$a"; done
+	[ -z "${EXTRA_BIN:-}" ] || cp "$EXTRA_BIN" "$w/rootfs/bin/${EXTRA_BIN##*/}"
 	echo 'root:x:0:0:root:/:/bin/sh' >"$w/rootfs/etc/passwd"
 	echo 'root:x:0:' >"$w/rootfs/etc/group"
 	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$w/rootfs" -cf "$w/layer.tar" .
@@ -99,6 +102,14 @@ mkimage "$W/images/all.tar" "$IMG=[\"/bin/sh\"]" \
 	'registry.k8s.io/pause:3.10.2=["/bin/sleep","2147483647"]'
 # (the tests read the installer image's digest from images/digests and set it in the target: no registry has this
 # image, so `gvisorgen pin` must not ask one)
+# the readiness gate's image: kubectl (static, ci/k8s/build.sh) as /bin/kubectl, as registry.k8s.io/kubectl has it
+# (there without a shell: the product's label-node container runs /bin/kubectl directly). Its own archive, so that
+# the installer image's digest stays the same.
+if [ "$(head -c 4 "$K8S/kubectl" | od -An -c | tr -d ' ')" != "177ELF" ] || grep -q 'ld-linux' "$K8S/kubectl"; then
+	log "FAIL: $K8S/kubectl is not a static ELF binary (ci/k8s/build.sh builds it with CGO_ENABLED=0)"
+	exit 2
+fi
+EXTRA_BIN=$K8S/kubectl mkimage "$W/images/kubectl.tar" "$KUBECTL_IMG=[\"/bin/kubectl\"]"
 
 # each node's mirror: <tag>/x86_64/ as the bucket lays it out, real sha512 files
 mirror_files() { # V
@@ -215,6 +226,21 @@ case "\$1 \${2:-}" in
 esac
 EOF
 	chmod 755 "$H/usr-local-sbin/systemctl"
+	# kube-proxy (iptables): routes the kubernetes Service (10.0.0.1:443) to the API server, so that the readiness
+	# gate's label-node container reaches it. No conntrack tuning (its sysctls are not this user namespace's to set)
+	# and no localhost node ports (route_localnet). node.sh starts it once the kubelet registered the Node.
+	cat >"$cw/conf/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $cw/conf/admin.kubeconfig}
+hostnameOverride: gvz-node
+mode: iptables
+clusterCIDR: 10.88.0.0/16
+iptables: {localhostNodePorts: false}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+EOF
 	cat >"$cw/conf/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

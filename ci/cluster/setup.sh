@@ -2,11 +2,12 @@
 # ci/cluster/setup.sh: everything the cluster end-to-end tests (ci/cluster/e2e.sh: prepare.sh, go test -tags clustertest) need; idempotent, prints timings.
 #  - ci/node/setup.sh + ci/node/e2e-setup.sh: busybox-static, containerd 1.6 + runc (Debian), containerd 2.4.2 (cache),
 #    Debian's runsc 20221219, the matching 2022 containerd-shim-runsc-v1, crictl, CNI plugins, iproute2, usernsrun;
-#  - ci/k8s/build.sh: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd v1.37.2 (cache);
+#  - ci/k8s/build.sh: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (static), etcd
+#    v1.37.2 (cache);
 #  - containerd v2.4.2's containerd-shim-runc-v2 (Debian's 1.6 runc shim fails under containerd 2.x:
 #    "io.containerd.runc.v2: type with url ...: not found") into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-shim-runc-v2-v2.4.2/ (built into a temp dir, then renamed);
-#  - openssl (the API server's service-account key pair and the test's tokens).
+#  - openssl (the API server's service-account key pair and the test's tokens), iptables (kube-proxy).
 # Run as root. Cold: ~20 minutes (the Kubernetes build); warm: a few seconds.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -18,13 +19,18 @@ sh ci/k8s/build.sh
 echo "cluster-setup: k8s binaries ready in $(($(now) - t))s"
 
 t=$(now)
-if ! command -v openssl >/dev/null 2>&1; then
-	echo "cluster-setup: apt-get install openssl"
+pkgs=""
+command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
+# kube-proxy (iptables mode) runs iptables-restore and iptables-save on the node
+[ -x /usr/sbin/iptables-restore ] || command -v iptables-restore >/dev/null 2>&1 || pkgs="$pkgs iptables"
+if [ -n "$pkgs" ]; then
+	echo "cluster-setup: apt-get install$pkgs"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends openssl >/dev/null
+	# shellcheck disable=SC2086 # a list
+	apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 fi
-echo "cluster-setup: openssl ready in $(($(now) - t))s"
+echo "cluster-setup: openssl, iptables ready in $(($(now) - t))s"
 
 V=v2.4.2
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen

@@ -32,12 +32,11 @@ func (c *Cluster) daemonSetFile() string {
 	return filepath.Join(c.generatedDir(), "daemonset-runsc-installer.yaml")
 }
 
-// writeTarget writes the test target: profile kind, the mirror's https baseURL, the imported installer image by its
-// digest (no registry has it). The sandbox network is on (runsc's default): the current runsc sets it up here; only
-// Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
-// No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is off: no pod of this cluster
-// reaches the API server yet (no kube-proxy, no live endpoints of the kubernetes Service), so its labelling init
-// container could not run; the gate is tested against a real API server in ci/apiserver (gate_test.go).
+// writeTarget writes the test target: profile kind, the mirror's https baseURL, the imported installer and kubectl
+// images by their digests (no registry has them). The sandbox network is on (runsc's default): the current runsc sets
+// it up here; only Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
+// No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is on (the default): its
+// label-node container reaches the API server through the kubernetes Service (kube-proxy, node.sh).
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
 gvisor:
@@ -47,10 +46,11 @@ gvisor:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
     priorityQuota: {create: %t}
-  readinessGate: {enabled: false}
+  readinessGate:
+    image: {repository: gvz-e2e/kubectl, tag: e2e, digest: "%s", pullPolicy: Never}
 %ssmoke:
   image: %s
-`, version, mirror, mode, imgDigest, !c.noQuota, map[bool]string{true: "  runsc:\n    config: {network: \"none\"}\n"}[version == vDeb], img)
+`, version, mirror, mode, imgDigest, !c.noQuota, kubectlDig, map[bool]string{true: "  runsc:\n    config: {network: \"none\"}\n"}[version == vDeb], img)
 	return os.WriteFile(c.targetFile(), []byte(y), 0o644)
 }
 

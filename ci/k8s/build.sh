@@ -1,7 +1,7 @@
 #!/bin/sh
-# Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
-# and etcd from the wrapper module in ci/k8s (one `go build -trimpath`), and
-# cache them outside the repo:
+# Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kube-proxy, kubectl and etcd from the wrapper module in ci/k8s (`go build
+# -trimpath`), and cache them outside the repo:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/k8s-<key>/{kube-apiserver,...,etcd}
 #
@@ -43,9 +43,12 @@ PKGS="k8s.io/kubernetes/cmd/kube-apiserver
 k8s.io/kubernetes/cmd/kube-controller-manager
 k8s.io/kubernetes/cmd/kube-scheduler
 k8s.io/kubernetes/cmd/kubelet
-k8s.io/kubernetes/cmd/kubectl
+k8s.io/kubernetes/cmd/kube-proxy
 go.etcd.io/etcd/server/v3"
-BINS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd"
+# kubectl is built apart, static (CGO_ENABLED=0, as upstream builds it): the cluster e2e's kubectl image is
+# that binary alone, on a busybox root with no C library.
+STATIC_PKGS="k8s.io/kubernetes/cmd/kubectl"
+BINS="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd"
 
 GO=${GO:-go}
 key=$({
@@ -53,6 +56,7 @@ key=$({
 	"$GO" version
 	echo "$LDFLAGS"
 	echo "$PKGS"
+	echo "static: $STATIC_PKGS"
 	cat go.mod go.sum
 } | sha256sum | cut -c1-16)
 
@@ -91,6 +95,9 @@ echo "k8s binaries: go mod download $((t2 - t1))s"
 "$GO" build -trimpath -ldflags "$LDFLAGS" -o "$tmp/" $PKGS
 t3=$(now)
 echo "k8s binaries: go build $((t3 - t2))s"
+# shellcheck disable=SC2086 # STATIC_PKGS is a list
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags "$LDFLAGS" -o "$tmp/" $STATIC_PKGS
+echo "k8s binaries: go build (static) $(($(now) - t3))s"
 
 # go names the etcd server main after the element before /v3.
 mv "$tmp/server" "$tmp/etcd"

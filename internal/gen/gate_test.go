@@ -105,6 +105,9 @@ func TestReadinessGate(t *testing.T) {
 			!slices.ContainsFunc(last.Args, func(a string) bool { return strings.HasPrefix(a, version+"=20") }) {
 			t.Errorf("%s: the last init container is not label-node setting both labels: %+v", tg.Name, last)
 		}
+		if f := clientFlags(last.Args); len(f) > 0 {
+			t.Errorf("%s: label-node passes kubectl client flags %v: kubectl then ignores the in-cluster config", tg.Name, f)
+		}
 		if sel := objs["RuntimeClass"].Scheduling.NodeSelector; sel[gate] != "true" {
 			t.Errorf("%s: the RuntimeClass does not select the gate: %v", tg.Name, sel)
 		}
@@ -174,9 +177,25 @@ func TestReadinessGate(t *testing.T) {
 		ics[1].Name != "uninstall-runsc" {
 		t.Errorf("uninstall: init containers %+v, want unlabel-node (removing both labels) then uninstall-runsc", ics)
 	}
+	if f := clientFlags(ics[0].Args); len(f) > 0 {
+		t.Errorf("uninstall: unlabel-node passes kubectl client flags %v: kubectl then ignores the in-cluster config", f)
+	}
 	for _, k := range gateKinds {
 		if _, ok := objs[k]; !ok {
 			t.Errorf("uninstall: no %s (unlabel-node needs it)", k)
 		}
 	}
+}
+
+// clientFlags are the flags in kubectl args other than label's own --overwrite. Any client-config flag
+// (--request-timeout, --server, --token, --as, ...) makes kubectl's loader see a non-default config and skip the
+// in-cluster one: it dials localhost:8080 (kubernetes/kubernetes#93474; the cluster e2e caught it).
+func clientFlags(args []string) []string {
+	var f []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") && a != "--overwrite" {
+			f = append(f, a)
+		}
+	}
+	return f
 }
