@@ -43,9 +43,18 @@ func TestFluxRevertsAHandEdit(t *testing.T) {
 		t0 := time.Now()
 		t.Logf("  .. edited GVISOR_VERSION of %d containers to %s: DaemonSet generation %d", edited, vBad, ds.Generation)
 		tok := c.fluxReconcile(ctx, t, false)
+		var back time.Duration // when the committed value was back (the Kustomization turns Ready after the rollout)
 		c.waitFlux(ctx, t, 2*time.Minute, "reconcile "+tok+" handled", func(s fluxStatus) bool {
 			return s.handled == tok && s.ready == "True"
-		}, nil)
+		}, func(ctx context.Context, _ fluxStatus) {
+			if back > 0 {
+				return
+			}
+			if d, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{}); err == nil &&
+				envOf(d.Spec.Template.Spec.InitContainers, "install-runsc", "GVISOR_VERSION") == want {
+				back = time.Since(t0)
+			}
+		})
 		ds, err = c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +68,8 @@ func TestFluxRevertsAHandEdit(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("  .. reverted by the reconcile in %.1fs: DaemonSet generation %d", time.Since(t0).Seconds(), ds.Generation)
+		t.Logf("  .. reverted by the reconcile %.1fs after the edit, Ready after %.1fs: DaemonSet generation %d",
+			back.Seconds(), time.Since(t0).Seconds(), ds.Generation)
 		if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
 			t.Fatal(err)
 		}
