@@ -12,7 +12,7 @@ KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-node test-node-e2e e2e e2e-cluster bench schemas docs fmt lint scan scan-all clean
+.PHONY: all build generate check vet test test-node test-node-e2e e2e e2e-cluster e2e-flux bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -62,6 +62,11 @@ e2e:
 e2e-cluster:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e.sh
+
+## e2e-flux: Flux's own source-controller and kustomize-controller (built, cached) reconcile the committed e2e target from a served git repository into fresh clusters (containerd 1.6 and 2.4.2): first sync, version bump, a commit the server rejects, drift reverted, removal
+e2e-flux:
+	sh ci/cluster/setup.sh
+	sh ci/cluster/e2e-flux.sh
 
 ## scan: kube-score on the committed generated/ and smoke/ (make check keeps them fresh); every finding must be justified in ci/scan/accepted.tsv (README, Security)
 scan: $(KUBE_SCORE)

@@ -2,7 +2,7 @@
 # Build Flux's source-controller and kustomize-controller from their wrapper modules (ci/flux/<name>/go.mod) and
 # cache them outside the repo:
 #
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/flux-<key>/{source-controller,kustomize-controller}
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/flux-<key>/{source-controller,kustomize-controller,crds/}
 #
 # One wrapper per controller: their go.mod files carry replace directives and pin kustomize and Kubernetes versions
 # of their own, which must enter neither the project's go.mod nor each other's. <key> hashes `go version` and both
@@ -37,7 +37,23 @@ is_complete() {
 	for n in $NAMES; do [ -x "$1/$n" ] || return 1; done
 	[ -f "$1/.complete" ]
 }
+# crds/: both controllers' CRDs (config/crd/bases of the very module versions built), which the e2e installs for
+# real. Filled on their own (temp folder + rename) so that a cache built before they were added gets them without
+# a rebuild.
+crds() { # DIR
+	[ -d "$1/crds" ] && return 0
+	ctmp=$(mktemp -d "$1/.crds.XXXXXX")
+	for n in $NAMES; do
+		src=$(cd "$here/$n" && "$GO" mod download -json "github.com/fluxcd/$n@$("$GO" list -m -f '{{.Version}}' "github.com/fluxcd/$n")" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[ -d "$src/config/crd/bases" ] || { echo "flux: no config/crd/bases in $n's module ($src)" >&2; rm -rf "$ctmp"; exit 1; }
+		cp "$src"/config/crd/bases/*.yaml "$ctmp/"
+	done
+	chmod 0644 "$ctmp"/*.yaml
+	mv "$ctmp" "$1/crds"
+}
 if is_complete "$dest"; then
+	crds "$dest"
 	echo "flux: cache hit $dest ($(cat "$dest/.complete"))"
 	exit 0
 fi
@@ -55,6 +71,7 @@ for n in $NAMES; do
 	echo "flux: $n built in $(($(now) - t1))s"
 	versions="$versions $n=$v"
 done
+crds "$tmp"
 echo "${versions# }" >"$tmp/.complete"
 rm -rf "$dest"
 mv "$tmp" "$dest"

@@ -1,0 +1,113 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestFluxRemovalAsDocumented (Flux 4): the README's "Removing gVisor from a cluster" through commits only. The gVisor
+// pods drained, `gvisor.installer.mode: uninstall` committed: Flux applies it and turns Ready only once the uninstall
+// finished (config.toml byte-identical to the original, binaries and runsc.toml gone, one containerd restart). Then
+// `gvisor.enabled: false` committed: Flux prunes what the README says it does (the installer's namespace with the
+// DaemonSet, and the RuntimeClass; the StorageClass stays, it is still in the overlay) and the node, already clean,
+// does not change. runc pods run throughout, and a gVisor pod is refused (RuntimeClass "gvisor" not found).
+func TestFluxRemovalAsDocumented(t *testing.T) {
+	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
+		c.ensureFluxSynced(ctx, t, "")
+		c.ensureRunning(ctx, t, runcSleeper)
+		version := c.installed
+		// drain first, as the README says: the uninstall refuses while gVisor sandboxes are on the node
+		c.deletePod(ctx, t, smokeNS, smokePod)
+		c.deletePod(ctx, t, "default", gvisorSleeper.name)
+		delete(c.states, gvisorSleeper.name)
+		stop := c.sampleRunscContainers(t)
+		r0 := c.Restarts()
+		c.fluxSync(ctx, t, version, "uninstall", nil, "uninstall gVisor", true)
+		stop()
+		orig, _ := os.ReadFile(filepath.Join(c.Dir, "config.orig"))
+		clean := func(when string) {
+			t.Helper()
+			if now, _ := c.ReadHostFile("/etc/containerd/config.toml"); !bytes.Equal(orig, now) {
+				t.Errorf("%s: config.toml is not byte-identical to the original:\n%s", when, lineDiff(string(orig), string(now), 20))
+			}
+			if exists(c.HostPath("/etc/containerd/runsc")) {
+				t.Errorf("%s: /etc/containerd/runsc left", when)
+			}
+			if l := lsDir(c.HostPath("/usr/local/bin")); l != "" {
+				t.Errorf("%s: left in /usr/local/bin: %s", when, l)
+			}
+			if n := c.Restarts() - r0; n != 1 {
+				t.Errorf("%s: containerd restarts since the uninstall commit: %d, want 1", when, n)
+			}
+		}
+		clean("uninstall applied (Kustomization Ready)")
+		t.Logf("  .. uninstalled: config.toml byte-identical to the original, /usr/local/bin empty, %d containerd restart", c.Restarts()-r0)
+
+		t0 := time.Now()
+		off := func(y string) string { return strings.Replace(y, "\ngvisor:\n", "\ngvisor:\n  enabled: false\n", 1) }
+		c.fluxSync(ctx, t, version, "uninstall", off, "gvisor.enabled: false", true)
+		gone := func(what string, get func(context.Context) error) {
+			t.Helper()
+			if err := Poll(ctx, 250*time.Millisecond, 90*time.Second, what+" pruned", func(ctx context.Context) (bool, error) {
+				err := get(ctx)
+				if apierrors.IsNotFound(err) {
+					return true, nil
+				}
+				return false, err
+			}); err != nil {
+				t.Error(err)
+			}
+		}
+		gone("DaemonSet "+installerDS, func(ctx context.Context) error {
+			_, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
+			return err
+		})
+		gone("RuntimeClass gvisor", func(ctx context.Context) error {
+			_, err := c.Admin.NodeV1().RuntimeClasses().Get(ctx, "gvisor", metav1.GetOptions{})
+			return err
+		})
+		gone("Namespace "+installerNS, func(ctx context.Context) error {
+			_, err := c.Admin.CoreV1().Namespaces().Get(ctx, installerNS, metav1.GetOptions{})
+			return err
+		})
+		if _, err := c.Admin.StorageV1().StorageClasses().Get(ctx, "gvisor-workspace", metav1.GetOptions{}); err != nil {
+			t.Errorf("the StorageClass (still in the overlay) is gone: %v", err)
+		}
+		t.Logf("  .. pruned in %.1fs: %s", time.Since(t0).Seconds(), c.fluxPruneEvent(ctx))
+		clean("after the prune")
+		c.untouched(ctx, t, runcSleeper.name)
+		c.checkNewRuncPod(ctx, t)
+		// the RuntimeClass is gone: the API server refuses a gVisor pod outright (no pod is left to fail on the node)
+		_, err := c.Admin.CoreV1().Pods("default").Create(ctx, gvisorProbe.pod(), metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), `RuntimeClass "gvisor" not found`) {
+			t.Errorf("a gVisor pod after the prune: %v, want refused: RuntimeClass \"gvisor\" not found", err)
+		}
+		t.Logf("  .. runc-sleeper untouched, a new runc pod ran, a gVisor pod is refused: %v", err)
+	})
+}
+
+// fluxPruneEvent is the Kustomization's latest event that names deleted objects (kustomize-controller's change set).
+func (c *Cluster) fluxPruneEvent(ctx context.Context) string {
+	l, err := c.Admin.CoreV1().Events(fluxNS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + fluxName})
+	if err != nil {
+		return err.Error()
+	}
+	found := "(no event names a deletion)"
+	var at time.Time
+	for _, e := range l.Items {
+		if strings.Contains(e.Message, "deleted") && !eventTime(e).Before(at) {
+			found, at = strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", "; "), eventTime(e)
+		}
+	}
+	return found
+}
