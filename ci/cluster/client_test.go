@@ -79,37 +79,42 @@ func WhoAmI(ctx context.Context, cs kubernetes.Interface) (authnv1.UserInfo, err
 	return r.Status.UserInfo, nil
 }
 
-// dial opens a connection from inside the node's network namespace: on a locked OS thread, setns there, create the
-// socket (it stays in that namespace), setns back.
-func (c *Cluster) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
+// inNetns runs f on a locked OS thread that entered the node's network namespace, then goes back: a socket f makes
+// (a connection, a listener) stays in that namespace.
+func (c *Cluster) inNetns(f func() error) error {
+	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		own, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("own network namespace: %w", err)}
+			ch <- fmt.Errorf("own network namespace: %w", err)
 			return
 		}
 		defer own.Close()
 		if err := unix.Setns(int(c.netns.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("enter the node's network namespace: %w", err)}
+			ch <- fmt.Errorf("enter the node's network namespace: %w", err)
 			return
 		}
-		conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+		err = f()
 		// a thread that could not go back must not run anything else: leaving it locked ends it with this goroutine
 		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
 		}
-		ch <- result{conn, err}
+		ch <- err
 	}()
-	r := <-ch
-	return r.conn, r.err
+	return <-ch
+}
+
+// dial opens a connection from inside the node's network namespace (inNetns).
+func (c *Cluster) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := c.inNetns(func() (err error) {
+		conn, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
 }
 
 // TestClusterUp: each node comes up (etcd, the control plane, containerd, kubelet: Ready), and the API server tells

@@ -3,11 +3,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +26,7 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		c.ensureInstalled(ctx, t, "")
 		c.ensureRunning(ctx, t, runcSleeper)
 		version := c.installed
-		c.deletePod(ctx, t, smokeNS, smokePod)
-		c.deletePod(ctx, t, "default", gvisorSleeper.name)
-		delete(c.states, gvisorSleeper.name)
+		c.drainGVisorPods(ctx, t)
 		stop := c.sampleRunscContainers(t)
 		r0 := c.Restarts()
 		t0 := time.Now()
@@ -76,24 +71,7 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 				}
 			}
 		}
-		orig, _ := os.ReadFile(filepath.Join(c.Dir, "config.orig"))
-		now, _ := c.ReadHostFile("/etc/containerd/config.toml")
-		if !bytes.Equal(orig, now) {
-			t.Errorf("config.toml is not byte-identical to the original:\n%s", lineDiff(string(orig), string(now), 20))
-		}
-		if exists(c.HostPath("/etc/containerd/runsc/runsc.toml")) || exists(c.HostPath("/etc/containerd/runsc")) {
-			t.Errorf("runsc.toml left")
-		}
-		var left []string
-		filepath.WalkDir(c.HostPath("/usr/local/bin"), func(p string, _ os.DirEntry, err error) error {
-			if p != c.HostPath("/usr/local/bin") {
-				left = append(left, strings.TrimPrefix(p, c.HostPath("/usr/local/bin")))
-			}
-			return nil
-		})
-		if len(left) > 0 {
-			t.Errorf("left in /usr/local/bin: %s", strings.Join(left, " "))
-		}
+		c.uninstalledClean(t, "uninstall")
 		t.Logf("  .. config.toml byte-identical to the original, runsc.toml gone, /usr/local/bin empty; left in /etc/containerd: %s",
 			lsDir(c.HostPath("/etc/containerd")))
 		c.untouched(ctx, t, runcSleeper.name)

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The GitOps rig of the Flux scenarios (make e2e-flux, ci/cluster/README.md "Flux"): Flux's own source-controller
@@ -199,35 +197,11 @@ func (c *Cluster) serveGit(root string) error {
 		mu.Unlock()
 		h.ServeHTTP(w, r)
 	})
-	type result struct {
-		l   net.Listener
-		err error
+	var l net.Listener
+	if err := c.inNetns(func() (err error) { l, err = net.Listen("tcp", gitAddr); return err }); err != nil {
+		return fmt.Errorf("git server on %s: %w", gitAddr, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer own.Close()
-		if err := unix.Setns(int(c.netns.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, fmt.Errorf("enter the node's network namespace: %w", err)}
-			return
-		}
-		l, err := net.Listen("tcp", gitAddr)
-		// a thread that could not go back must not run anything else: leaving it locked ends it with this goroutine
-		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return fmt.Errorf("git server on %s: %w", gitAddr, r.err)
-	}
-	go http.Serve(r.l, logged) // ends with this process (the node's namespace goes with it)
+	go http.Serve(l, logged) // ends with this process (the node's namespace goes with it)
 	return nil
 }
 

@@ -3,10 +3,7 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,25 +24,14 @@ func TestFluxRemovalAsDocumented(t *testing.T) {
 		c.ensureRunning(ctx, t, runcSleeper)
 		version := c.installed
 		// drain first, as the README says: the uninstall refuses while gVisor sandboxes are on the node
-		c.deletePod(ctx, t, smokeNS, smokePod)
-		c.deletePod(ctx, t, "default", gvisorSleeper.name)
-		delete(c.states, gvisorSleeper.name)
+		c.drainGVisorPods(ctx, t)
 		stop := c.sampleRunscContainers(t)
 		r0 := c.Restarts()
 		c.fluxSync(ctx, t, version, "uninstall", nil, "uninstall gVisor", true)
 		stop()
-		orig, _ := os.ReadFile(filepath.Join(c.Dir, "config.orig"))
 		clean := func(when string) {
 			t.Helper()
-			if now, _ := c.ReadHostFile("/etc/containerd/config.toml"); !bytes.Equal(orig, now) {
-				t.Errorf("%s: config.toml is not byte-identical to the original:\n%s", when, lineDiff(string(orig), string(now), 20))
-			}
-			if exists(c.HostPath("/etc/containerd/runsc")) {
-				t.Errorf("%s: /etc/containerd/runsc left", when)
-			}
-			if l := lsDir(c.HostPath("/usr/local/bin")); l != "" {
-				t.Errorf("%s: left in /usr/local/bin: %s", when, l)
-			}
+			c.uninstalledClean(t, when)
 			if n := c.Restarts() - r0; n != 1 {
 				t.Errorf("%s: containerd restarts since the uninstall commit: %d, want 1", when, n)
 			}

@@ -3,9 +3,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +150,31 @@ func (c *Cluster) negativeControl(ctx context.Context, t *testing.T) string {
 	}
 	c.deletePod(ctx, t, "default", gvisorUngatedProbe.name)
 	return msg
+}
+
+// drainGVisorPods deletes the node's gVisor pods (the smoke pod and gvisor-sleeper), as the README asks before an
+// uninstall: it refuses while gVisor sandboxes are on the node.
+func (c *Cluster) drainGVisorPods(ctx context.Context, t *testing.T) {
+	t.Helper()
+	c.deletePod(ctx, t, smokeNS, smokePod)
+	c.deletePod(ctx, t, "default", gvisorSleeper.name)
+	delete(c.states, gvisorSleeper.name)
+}
+
+// uninstalledClean checks what an uninstall leaves: config.toml byte-identical to the original (config.orig), no
+// runsc config folder, nothing in /usr/local/bin (binaries, stamp, gvisor-bin/).
+func (c *Cluster) uninstalledClean(t *testing.T, when string) {
+	t.Helper()
+	orig, _ := os.ReadFile(filepath.Join(c.Dir, "config.orig"))
+	if now, _ := c.ReadHostFile("/etc/containerd/config.toml"); !bytes.Equal(orig, now) {
+		t.Errorf("%s: config.toml is not byte-identical to the original:\n%s", when, lineDiff(string(orig), string(now), 20))
+	}
+	if exists(c.HostPath("/etc/containerd/runsc")) {
+		t.Errorf("%s: /etc/containerd/runsc (runsc.toml) left", when)
+	}
+	if l := lsDir(c.HostPath("/usr/local/bin")); l != "" {
+		t.Errorf("%s: left in /usr/local/bin: %s", when, l)
+	}
 }
 
 // smokePV stands in for the local-path provisioner this cluster does not run: a static hostPath PV of the
