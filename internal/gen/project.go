@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/gobwas/glob"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 )
@@ -15,13 +18,19 @@ type appProject struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	Spec struct {
-		SourceRepos  []string `json:"sourceRepos"`
-		Destinations []struct {
-			Namespace string `json:"namespace"`
-		} `json:"destinations"`
-		ClusterResourceWhitelist   []groupKind `json:"clusterResourceWhitelist"`
-		NamespaceResourceWhitelist []groupKind `json:"namespaceResourceWhitelist"`
+		SourceRepos                []string      `json:"sourceRepos"`
+		Destinations               []destination `json:"destinations"`
+		ClusterResourceWhitelist   []groupKind   `json:"clusterResourceWhitelist"`
+		NamespaceResourceWhitelist []groupKind   `json:"namespaceResourceWhitelist"`
 	} `json:"spec"`
+}
+
+// destination is an Argo CD ApplicationDestination: a cluster by server URL
+// or name, and a namespace; in a project, each may be a glob.
+type destination struct {
+	Server    string `json:"server"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
 }
 
 type groupKind struct {
@@ -70,8 +79,9 @@ func projectProblems(res *eval.Result) ([]string, error) {
 			}
 			var app struct {
 				Spec struct {
-					Project string `json:"project"`
-					Source  struct {
+					Project     string      `json:"project"`
+					Destination destination `json:"destination"`
+					Source      struct {
 						RepoURL string `json:"repoURL"`
 					} `json:"source"`
 				} `json:"spec"`
@@ -85,6 +95,10 @@ func projectProblems(res *eval.Result) ([]string, error) {
 			if !slices.Contains(proj.Spec.SourceRepos, app.Spec.Source.RepoURL) {
 				out = append(out, fmt.Sprintf("target %s: delivery.repoURL %s is not a source of the Argo CD project %s (%v): Argo CD would refuse the Application; use fleet.repoURL, or a project of your own (delivery.argocd.project)",
 					t.Name, app.Spec.Source.RepoURL, proj.Metadata.Name, proj.Spec.SourceRepos))
+			}
+			if !proj.permits(app.Spec.Destination) {
+				out = append(out, fmt.Sprintf("target %s: the Application's destination %s is not one the Argo CD project %s allows (%s): Argo CD would refuse it before any sync",
+					t.Name, app.Spec.Destination, proj.Metadata.Name, proj.destinations()))
 			}
 			for _, o := range t.Objects {
 				gk := groupKind{groupOf(o.APIVersion), o.Kind}
@@ -100,5 +114,88 @@ func projectProblems(res *eval.Result) ([]string, error) {
 			}
 		}
 	}
+	for _, o := range res.Fleet {
+		if o.Kind != "ApplicationSet" {
+			continue
+		}
+		var set struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Project     string      `json:"project"`
+						Destination destination `json:"destination"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(o.JSON, &set); err != nil {
+			return nil, fmt.Errorf("ApplicationSet %s: %w", o.Name, err)
+		}
+		ts := set.Spec.Template.Spec
+		if ts.Project == proj.Metadata.Name && !proj.permits(ts.Destination) {
+			out = append(out, fmt.Sprintf("ApplicationSet %s: the template's destination %s is not one the Argo CD project %s allows (%s): Argo CD would refuse every Application it generates",
+				o.Name, ts.Destination, proj.Metadata.Name, proj.destinations()))
+		}
+	}
 	return out, nil
+}
+
+func (d destination) String() string {
+	cluster := d.Server
+	if d.Name != "" {
+		cluster = "name " + d.Name
+	}
+	return fmt.Sprintf("{cluster %q, namespace %q}", cluster, d.Namespace)
+}
+
+func (p *appProject) destinations() string {
+	var s []string
+	for _, d := range p.Spec.Destinations {
+		s = append(s, d.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// permits is Argo CD's AppProject.isDestinationMatched (v3.6,
+// pkg/apis/application/v1alpha1/app_project_types.go), deny patterns
+// included: a cluster (by server or name) and the namespace must both match
+// one entry, and a "!" entry that does not match refuses. The ApplicationSet
+// template's "{{ .server }}" matches only a "*" server, as it must: its
+// clusters are known only on the cluster.
+func (p *appProject) permits(dst destination) bool {
+	matched := false
+	for _, item := range p.Spec.Destinations {
+		nameOK := dst.Name != "" && argoGlob(item.Name, dst.Name)
+		serverOK := dst.Server != "" && argoGlob(item.Server, dst.Server)
+		nsOK := argoGlob(item.Namespace, dst.Namespace)
+		switch {
+		case (serverOK || nameOK) && nsOK:
+			matched = true
+		case (!nameOK && isDeny(item.Name)) || (!serverOK && isDeny(item.Server)) && nsOK:
+			return false
+		case !nsOK && isDeny(item.Namespace) && serverOK:
+			return false
+		}
+	}
+	return matched
+}
+
+func isDeny(pattern string) bool { return strings.HasPrefix(pattern, "!") }
+
+// argoGlob is Argo CD's globMatch with negation allowed and no separators
+// (gobwas/glob, as its util/glob compiles them); a pattern that does not
+// compile matches nothing, as there.
+func argoGlob(pattern, val string) bool {
+	if isDeny(pattern) {
+		return !globMatch(pattern[1:], val)
+	}
+	if pattern == "*" {
+		return true
+	}
+	return globMatch(pattern, val)
+}
+
+func globMatch(pattern, val string) bool {
+	g, err := glob.Compile(pattern)
+	return err == nil && g.Match(val)
 }

@@ -124,3 +124,91 @@ func TestApplicationSetTemplateIsTheApplication(t *testing.T) {
 		t.Fatal("no Application")
 	}
 }
+
+// TestProjectPermitsAsArgoCD: destinations are matched as Argo CD v3.6
+// matches them (cases from its TestAppProject_IsDestinationPermitted, and
+// the one that refused the generated Application before it named its
+// namespace).
+func TestProjectPermitsAsArgoCD(t *testing.T) {
+	const svc = "https://kubernetes.default.svc"
+	for _, c := range []struct {
+		name string
+		proj []destination
+		app  destination
+		want bool
+	}{
+		{"server and namespace match", []destination{{Server: svc, Namespace: "default"}}, destination{Server: svc, Namespace: "default"}, true},
+		{"namespace does not match", []destination{{Server: svc, Namespace: "default"}}, destination{Server: svc, Namespace: "kube-system"}, false},
+		{"server does not match", []destination{{Server: "https://my-cluster", Namespace: "default"}}, destination{Server: svc, Namespace: "default"}, false},
+		{"wildcard namespace", []destination{{Server: svc, Namespace: "*"}}, destination{Server: svc, Namespace: "kube-system"}, true},
+		{"wildcard server", []destination{{Server: "https://*.default.svc", Namespace: "default"}}, destination{Server: svc, Namespace: "default"}, true},
+		{"wildcard server mismatch", []destination{{Server: "https://team1-*", Namespace: "default"}}, destination{Server: "https://test2-dev-cluster", Namespace: "default"}, false},
+		{"namespace prefix", []destination{{Server: svc, Namespace: "test-*"}}, destination{Server: svc, Namespace: "test-foo"}, true},
+		{"namespace prefix without suffix", []destination{{Server: svc, Namespace: "test-*"}}, destination{Server: svc, Namespace: "test"}, false},
+		{"by name", []destination{{Namespace: "*", Name: "test"}}, destination{Name: "test", Namespace: "test"}, true},
+		{"by other name", []destination{{Namespace: "*", Name: "test2"}}, destination{Name: "test", Namespace: "test"}, false},
+		{"negated namespaces", []destination{
+			{Name: "host-cluster", Server: svc, Namespace: "!{kube-system,argocd}"},
+			{Name: "destination-cluster-01", Server: "https://eks.example", Namespace: "*"},
+		}, destination{Server: "https://eks.example", Namespace: "kube-system"}, true},
+		{"negated namespace refuses", []destination{{Server: svc, Namespace: "!kube-system"}}, destination{Server: svc, Namespace: "kube-system"}, false},
+		// What gvisorgen emitted before: no namespace, against its own project.
+		{"empty namespace", []destination{{Server: "*", Namespace: "gvisor-system"}}, destination{Server: svc}, false},
+		{"generated", []destination{{Server: "*", Namespace: "gvisor-system"}}, destination{Server: svc, Namespace: "gvisor-system"}, true},
+		{"ApplicationSet template", []destination{{Server: "*", Namespace: "gvisor-system"}}, destination{Server: "{{ .server }}", Namespace: "gvisor-system"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := appProject{}
+			p.Spec.Destinations = c.proj
+			if got := p.permits(c.app); got != c.want {
+				t.Errorf("permits(%v) = %v, want %v", c.app, got, c.want)
+			}
+		})
+	}
+}
+
+// TestApplicationWithoutNamespaceRefused: an Application (or the
+// ApplicationSet's template) whose destination the project does not allow
+// is refused by generate, naming the target and the project's destinations.
+func TestApplicationWithoutNamespaceRefused(t *testing.T) {
+	out, err := Build(eval.Options{Root: repoRoot, Only: []string{"kind"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := *out.Result
+	strip := func(o eval.Object, path ...string) eval.Object {
+		var m map[string]any
+		if err := json.Unmarshal(o.JSON, &m); err != nil {
+			t.Fatal(err)
+		}
+		d := m
+		for _, k := range path {
+			d = d[k].(map[string]any)
+		}
+		delete(d, "namespace")
+		o.JSON, _ = json.Marshal(m)
+		return o
+	}
+	tg := res.Targets[0]
+	tg.Delivery = append([]eval.Object(nil), tg.Delivery...)
+	for i, o := range tg.Delivery {
+		if o.Kind == "Application" {
+			tg.Delivery[i] = strip(o, "spec", "destination")
+		}
+	}
+	res.Targets = []eval.Target{tg}
+	res.Fleet = append([]eval.Object(nil), res.Fleet...)
+	for i, o := range res.Fleet {
+		if o.Kind == "ApplicationSet" {
+			res.Fleet[i] = strip(o, "spec", "template", "spec", "destination")
+		}
+	}
+	probs, err := projectProblems(&res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probs) != 2 || !strings.Contains(probs[0], `target kind: the Application's destination {cluster "https://kubernetes.default.svc", namespace ""}`) ||
+		!strings.Contains(probs[1], "ApplicationSet gvisor: the template's destination") || !strings.Contains(probs[1], `namespace "gvisor-system"`) {
+		t.Fatalf("want the Application and the ApplicationSet refused, got %q", probs)
+	}
+}
