@@ -12,7 +12,7 @@ KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-node test-node-e2e e2e e2e-cluster e2e-flux bench schemas docs fmt lint scan scan-all clean
+.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -37,6 +37,10 @@ test: $(KUSTOMIZE) $(CUE) lint
 	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster
 	# every benchmark once, so that make bench's cannot rot
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
+
+## test-heavy: the in-process cases too slow for make test's inner loop (.ci/run runs them): the kill test over a 1000-target fleet
+test-heavy: $(KUSTOMIZE)
+	GVISORGEN_KILL_TARGETS=1000 KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -run '^TestKillDuringWrite$$' ./cmd/gvisorgen
 
 ## lint: actionlint on the workflows, shellcheck on the scripts (installs both when missing)
 lint:

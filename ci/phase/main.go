@@ -1,0 +1,129 @@
+// Command phase runs and judges the phases of .ci/run against their time
+// budget (ci/phase/budget.tsv, the one home of every phase's share).
+//
+//	phase run -results FILE -id ID [-cold] -- CMD ARGS...
+//	phase report -results FILE [-budget ci/phase/budget.tsv]
+//
+// run executes one phase and appends what it measured to FILE: the wall
+// time, the CPU time of the phase's own processes (orphans included: the
+// runner is their subreaper) and the CPU time everything else on the machine
+// used meanwhile. report prints each phase against its share and exits 1 when
+// the total, corrected for that foreign load, exceeds the budget by more than
+// the margin (budget.go says which and why).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: phase run|report ...")
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		results := fs.String("results", "", "file the measurement is appended to")
+		id := fs.String("id", "", "the phase's id in the budget")
+		cold := fs.Bool("cold", false, "the phase's caches were empty: judge it by its cold share")
+		var watch dirList
+		fs.Var(&watch, "watch", "a cache folder: an entry that appears in it during the phase (something built and cached) makes the phase cold; repeatable")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		if *results == "" || *id == "" || fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "usage: phase run -results FILE -id ID [-cold] -- CMD ARGS...")
+			return 2
+		}
+		before := watch.entries()
+		m, code, err := measure(*id, *cold, fs.Args())
+		if err != nil {
+			fmt.Fprintf(stderr, "phase %s: %v\n", *id, err)
+			return 2
+		}
+		if built := watch.added(before); len(built) > 0 {
+			m.Cold = true
+			fmt.Fprintf(stdout, "::: %s: cold (built and cached: %s)\n", *id, strings.Join(built, ", "))
+		}
+		if err := appendResult(*results, m); err != nil {
+			fmt.Fprintf(stderr, "phase %s: %v\n", *id, err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "::: %s: %s\n", *id, m.summary())
+		return code
+	case "report":
+		fs := flag.NewFlagSet("report", flag.ContinueOnError)
+		results := fs.String("results", "", "the file phase run appended to")
+		budget := fs.String("budget", "ci/phase/budget.tsv", "the budget")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		b, err := loadBudget(*budget)
+		if err != nil {
+			fmt.Fprintln(stderr, "phase report:", err)
+			return 2
+		}
+		ms, err := loadResults(*results)
+		if err != nil {
+			fmt.Fprintln(stderr, "phase report:", err)
+			return 2
+		}
+		err = report(stdout, b, ms)
+		var over *overBudget
+		if errors.As(err, &over) {
+			fmt.Fprintln(stderr, "phase report:", err)
+			return 1
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "phase report:", err)
+			return 2
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "phase: unknown command %q\n", args[0])
+	return 2
+}
+
+// dirList is the -watch folders.
+type dirList []string
+
+func (d *dirList) String() string     { return strings.Join(*d, ",") }
+func (d *dirList) Set(v string) error { *d = append(*d, v); return nil }
+
+// entries is every visible entry of the folders (a missing folder has none;
+// hidden ones are the builds' temp folders).
+func (d dirList) entries() map[string]bool {
+	seen := map[string]bool{}
+	for _, dir := range d {
+		es, _ := os.ReadDir(dir)
+		for _, e := range es {
+			if !strings.HasPrefix(e.Name(), ".") {
+				seen[filepath.Join(dir, e.Name())] = true
+			}
+		}
+	}
+	return seen
+}
+
+func (d dirList) added(before map[string]bool) []string {
+	var out []string
+	for p := range d.entries() {
+		if !before[p] {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

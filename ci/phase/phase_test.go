@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestAdjusted(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    measurement
+		want float64
+	}{
+		{"quiet machine: the wall time", measurement{Wall: 100, CPU: 150, Foreign: 0, CPUs: 2}, 100},
+		// A CPU-bound phase beside one other CPU-bound process: twice as long,
+		// the other used one core throughout.
+		{"one competing build", measurement{Wall: 200, CPU: 200, Foreign: 200, CPUs: 2}, 100},
+		// Never below its own CPU spread over the cores.
+		{"floor", measurement{Wall: 100, CPU: 160, Foreign: 190, CPUs: 2}, 80},
+	} {
+		if got := c.m.Adjusted(); got != c.want {
+			t.Errorf("%s: Adjusted() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestParseBudgetErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"a\t1\t1\tx\n", "no total row"},
+		{"a\t1\t1\n", "b.tsv:1: want 4 tab-separated fields"},
+		{"a\t1\t2\tx\ntotal\t9\t9\tt\n", "b.tsv:1: cold and warm must be seconds, cold >= warm"},
+		{"a\t1\t1\tx\na\t1\t1\tx\ntotal\t9\t9\tt\n", "b.tsv:2: phase a listed twice"},
+		{"a\t10\t1\tx\nb\t10\t1\tx\ntotal\t15\t9\tt\n", "shares (cold 20s, warm 2s) exceed the total (cold 15s, warm 9s)"},
+	} {
+		_, err := parseBudget("b.tsv", strings.NewReader(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want an error containing %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestReport(t *testing.T) {
+	b, err := parseBudget("b.tsv", strings.NewReader("# c\nbuild\t300\t10\tx\ntest\t100\t50\ty\ntotal\t400\t60\tt\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		ms   []measurement
+		// worst: the phase the failure names first; "" passes.
+		worst string
+	}{
+		{"warm, on time", []measurement{{ID: "build", Wall: 9, CPUs: 2}, {ID: "test", Wall: 55, CPUs: 2}}, ""},
+		{"cold, on time", []measurement{{ID: "build", Cold: true, Wall: 290, CPUs: 2}, {ID: "test", Cold: true, Wall: 90, CPUs: 2}}, ""},
+		// Within the margin: noise.
+		{"warm, 20% over", []measurement{{ID: "build", Wall: 12, CPUs: 2}, {ID: "test", Wall: 60, CPUs: 2}}, ""},
+		// A doubling fails, naming the phase.
+		{"warm, test doubled", []measurement{{ID: "build", Wall: 10, CPUs: 2}, {ID: "test", Wall: 100, CPUs: 2}}, "test"},
+		// The same wall time on a machine that another build kept busy passes.
+		{"warm, test doubled by load", []measurement{{ID: "build", Wall: 10, CPUs: 2}, {ID: "test", Wall: 100, CPU: 50, Foreign: 100, CPUs: 2}}, ""},
+		// A cold machine judged by warm shares would fail; by cold ones it passes.
+		{"cold build judged cold", []measurement{{ID: "build", Cold: true, Wall: 280, CPUs: 2}, {ID: "test", Wall: 50, CPUs: 2}}, ""},
+	} {
+		var out bytes.Buffer
+		err := report(&out, b, c.ms)
+		var over *overBudget
+		switch {
+		case c.worst == "" && err != nil:
+			t.Errorf("%s: %v\n%s", c.name, err, out.String())
+		case c.worst != "" && !errors.As(err, &over):
+			t.Errorf("%s: want over budget, got %v\n%s", c.name, err, out.String())
+		case c.worst != "" && (len(over.Worst) == 0 || !strings.HasPrefix(over.Worst[0], c.worst+" ")):
+			t.Errorf("%s: want %s named first, got %v", c.name, c.worst, over.Worst)
+		}
+	}
+	var out bytes.Buffer
+	if err := report(&out, b, []measurement{{ID: "lint", Wall: 1}}); err == nil || !strings.Contains(err.Error(), "phase lint has no share") {
+		t.Errorf("a phase without a share: %v", err)
+	}
+}
+
+// spinCPU is how much CPU time the test's orphan burns.
+const spinCPU = 0.3
+
+// TestMain: with PHASE_TEST_SPIN set, the test binary is TestMeasure's
+// orphan: it burns spinCPU seconds of CPU, whatever the load, then writes
+// the file it names.
+func TestMain(m *testing.M) {
+	if f := os.Getenv("PHASE_TEST_SPIN"); f != "" {
+		var ru unix.Rusage
+		for x := 0; ; x++ {
+			if x%1000000 == 0 {
+				_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+				if float64(ru.Utime.Sec)+float64(ru.Utime.Usec)/1e6 >= spinCPU {
+					break
+				}
+			}
+		}
+		_ = os.WriteFile(f, nil, 0o644)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestMeasure runs real processes: the CPU time of an orphan the phase left
+// behind (reparented to the runner, its subreaper) is the phase's own, and
+// the exit code is passed on.
+func TestMeasure(t *testing.T) {
+	done := filepath.Join(t.TempDir(), "done")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PHASE_TEST_SPIN", done)
+	// The spinner runs in a process whose parent (the subshell) exits at
+	// once: an orphan; the phase waits for its file, not for it, then exits 3.
+	script := `( "$1" & )
+while [ ! -e "$2" ]; do sleep 0.05; done; sleep 0.3; exit 3`
+	m, code, err := measure("x", false, []string{"sh", "-c", script, "sh", exe, done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 3 || m.Exit != 3 {
+		t.Fatalf("exit %d (%d), want 3", code, m.Exit)
+	}
+	if m.CPU < spinCPU || m.CPUs < 1 {
+		t.Errorf("the orphan's CPU time (%.1fs) is not the phase's: %+v", spinCPU, m)
+	}
+	t.Logf("%s", m.summary())
+}
+
+// TestCIRunPhasesHaveShares: every phase .ci/run runs has a share, every share
+// is a phase .ci/run runs, and the README quotes the budget's totals.
+func TestCIRunPhasesHaveShares(t *testing.T) {
+	b, err := loadBudget("budget.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := os.ReadFile(filepath.Join("..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^phase ([a-z0-9-]+) `).FindAllStringSubmatch(string(run), -1) {
+		ran[m[1]] = true
+		if _, ok := b.shares[m[1]]; !ok {
+			t.Errorf(".ci/run runs phase %s, which has no share in budget.tsv", m[1])
+		}
+	}
+	for _, id := range b.order {
+		if !ran[id] {
+			t.Errorf("budget.tsv has a share for %s, which .ci/run does not run", id)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`budget \(ci/phase/budget\.tsv\): cold (\d+) s, warm (\d+) s`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md does not quote the budget as `budget (ci/phase/budget.tsv): cold N s, warm M s`")
+	}
+	cold, _ := strconv.Atoi(string(m[1]))
+	warm, _ := strconv.Atoi(string(m[2]))
+	if float64(cold) != b.total.Cold || float64(warm) != b.total.Warm {
+		t.Errorf("README quotes cold %d s, warm %d s; budget.tsv's total is cold %.0f s, warm %.0f s", cold, warm, b.total.Cold, b.total.Warm)
+	}
+}
