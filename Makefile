@@ -30,17 +30,17 @@ check: build
 vet: build
 	$(BIN) vet
 
-## test: lint, unit, golden, CLI and kustomize-parity tests
+## test: lint, unit, golden, CLI and kustomize-parity tests (the inner loop; make test-heavy has the slowest CLI cases)
 test: $(KUSTOMIZE) $(CUE) lint
 	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 ./...
 	# the node and cluster suites build only under their tags: vet them too
 	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster
+
+## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, the kill test over 1000 targets, every benchmark once
+test-heavy: $(KUSTOMIZE) $(CUE)
+	GVISORGEN_TEST_HEAVY=1 GVISORGEN_KILL_TARGETS=1000 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 -run '^(TestScripts|TestKillDuringWrite)$$' ./cmd/gvisorgen
 	# every benchmark once, so that make bench's cannot rot
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
-
-## test-heavy: the in-process cases too slow for make test's inner loop (.ci/run runs them): the kill test over a 1000-target fleet
-test-heavy: $(KUSTOMIZE)
-	GVISORGEN_KILL_TARGETS=1000 KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -run '^TestKillDuringWrite$$' ./cmd/gvisorgen
 
 ## lint: actionlint on the workflows, shellcheck on the scripts (installs both when missing)
 lint:

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,15 +35,51 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScripts runs the CLI in process against a copy of the repository's CUE
-// module: every script starts from a fresh repo with cue/ and nothing else.
+// heavyScripts are the scripts make test leaves to make test-heavy (which
+// .ci/run runs): the ones that run gvisorgen most often (each run evaluates
+// the module, some 0.6 s of CPU), so that make test stays an inner loop. Each
+// name is a file of testdata/script; TestHeavyScriptsExist holds them so.
+var heavyScripts = []string{
+	"badinput", "cache", "diff", "errors", "frontdoor-component-names", "frontdoor-inputs",
+	"frontdoor-policy", "frontdoor-symlinks", "pin", "policy", "values",
+}
+
+// heavyEnv set to 1 (make test-heavy) runs the heavy scripts instead of the others.
+const heavyEnv = "GVISORGEN_TEST_HEAVY"
+
+// scripts is the script files of this run: the heavy ones or the others.
+func scripts(t *testing.T, heavy bool) []string {
+	all, err := filepath.Glob("testdata/script/*.txtar")
+	if err != nil || len(all) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	var out []string
+	for _, f := range all {
+		if slices.Contains(heavyScripts, strings.TrimSuffix(filepath.Base(f), ".txtar")) == heavy {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func TestHeavyScriptsExist(t *testing.T) {
+	for _, h := range heavyScripts {
+		if _, err := os.Stat(filepath.Join("testdata/script", h+".txtar")); err != nil {
+			t.Errorf("heavyScripts names %s: %v", h, err)
+		}
+	}
+}
+
+// TestScripts runs the CLI against a copy of the repository's CUE module:
+// every script starts from a fresh repo with cue/ and nothing else. make test
+// runs all but heavyScripts, make test-heavy (GVISORGEN_TEST_HEAVY=1) those.
 func TestScripts(t *testing.T) {
 	cueDir, err := filepath.Abs("../../cue")
 	if err != nil {
 		t.Fatal(err)
 	}
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Files: scripts(t, os.Getenv(heavyEnv) == "1"),
 		Setup: func(env *testscript.Env) error {
 			// The cache of fresh trees lives in the script's own folder,
 			// never in the real ~/.cache.
