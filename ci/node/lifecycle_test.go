@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -240,33 +241,48 @@ func TestLock(t *testing.T) {
 	})
 	t.Run("killed-run-leaves-no-lock-forever", func(t *testing.T) {
 		h := newHost(t, "16")
-		// a run killed in the middle of a download (SIGKILL: no trap runs)
+		// a run killed in the middle of a download (SIGKILL: no trap runs), with every process of the run, as a
+		// container's kill does. The kill waits for the download to be in flight (the fault server's /hang/ got
+		// the request), not for a moment: the run then holds the lock and has its scratch folder (the download's
+		// target), which the next run must remove (TestKilledRun kills right after each step that makes a path).
 		cmd := exec.Command(filepath.Join(bbDir, "sh"), filepath.Join(scriptsDir, "install-runsc.sh"))
 		for _, k := range sortedKeys(h.Env) {
 			cmd.Env = append(cmd.Env, k+"="+h.Env[k])
 		}
-		cmd.Env = append(cmd.Env, "PATH="+bbDir, "GVISOR_BASE_URL="+faultURL+"/hang", "DOWNLOAD_TIMEOUT_SECONDS=30", "GVISOR_SHA512_PINS="+autoPins(tagBin))
+		cmd.Env = append(cmd.Env, "PATH="+bbDir, "TMPDIR="+filepath.Join(h.Dir, "tmp"), "GVISOR_BASE_URL="+faultURL+"/hang",
+			"DOWNLOAD_TIMEOUT_SECONDS=30", "GVISOR_SHA512_PINS="+autoPins(tagBin))
+		_ = os.MkdirAll(filepath.Join(h.Dir, "tmp"), 0o755)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		hangs := hangHits.Load()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Wait for the holder line itself, not just the file: a kill between
-		// the file's creation and its line is a different case (an empty
-		// holder, stale only after 30 s).
-		holderWritten := func() bool {
-			b, err := os.ReadFile(h.P("/run/gvisorgen/lock/holder"))
-			return err == nil && len(b) > 0
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		for deadline := time.Now().Add(2 * time.Minute); hangHits.Load() == hangs; {
+			select {
+			case err := <-done:
+				t.Fatalf("the run ended (%v) before its download", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+				t.Fatal("no download in flight after 2 minutes")
+			}
 		}
-		for i := 0; i < 100 && !holderWritten(); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if !h.exists("/run/gvisorgen/lock/holder") {
-			t.Fatal("the killed run held no lock")
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		if b, err := os.ReadFile(h.P("/run/gvisorgen/lock/holder")); err != nil || len(b) == 0 {
+			t.Fatalf("the killed run held no lock (%v)", err)
 		}
 		r := h.mustRun("install-runsc.sh", nil)
 		assertContains(t, "output", r.Output, "broke a stale lock")
+		assertContains(t, "output", r.Output, "left by an earlier run that did not finish")
 		h.assertInstalled("/usr/local/bin", tagBin, binFiles...)
+		if ents, _ := os.ReadDir(filepath.Join(h.Dir, "tmp")); len(ents) != 0 {
+			t.Fatalf("scratch left in TMPDIR: %v", ents)
+		}
 	})
 }
 

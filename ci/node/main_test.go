@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -38,6 +39,7 @@ var (
 	artSHA      = map[string]string{}
 	defaults    = map[string][]byte{} // "16", "24": `containerd config default`
 	faultCounts sync.Map
+	hangHits    atomic.Int64 // requests the fault server's /hang/ got (a download in flight)
 )
 
 const (
@@ -257,6 +259,7 @@ func fault(w http.ResponseWriter, r *http.Request) {
 	serve := filepath.Join(work, "serve", "release")
 	switch parts[0] {
 	case "hang":
+		hangHits.Add(1)
 		select {
 		case <-r.Context().Done():
 		case <-time.After(60 * time.Second):

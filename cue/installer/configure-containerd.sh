@@ -263,8 +263,15 @@ if [ -z "$handwritten" ]; then
         gvz_log "$RUNSC_CONFIG is up to date"
     else
         if [ ! -d "${RCFG%/*}" ]; then
-            mkdir -m 0755 "${RCFG%/*}" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
-            : >"${RCFG%/*}/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
+            # Made with its marker under a temp name, then renamed: a run killed meanwhile leaves a temp folder that
+            # the next run recognises and removes, never a folder without the marker (which uninstall would keep).
+            rdir=${RCFG%/*}
+            rtmp=${rdir%/*}/.${rdir##*/}.gvisorgen-tmp.$$
+            GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $rtmp"
+            mkdir -m 0755 "$rtmp" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
+            : >"$rtmp/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
+            { [ ! -e "$rdir" ] && mv "$rtmp" "$rdir" && [ ! -e "$rdir/${rtmp##*/}" ]; } ||
+                gvz_die "cannot create ${RUNSC_CONFIG%/*} (made by another writer meanwhile?); the installer retries by itself"
             gvz_log "created ${RUNSC_CONFIG%/*}"
         fi
         gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"

@@ -100,8 +100,7 @@ if [ -n "$UNPINNED" ]; then
     fi
     if [ -n "$GVISOR_CA_BUNDLE" ]; then
         # The host's curl reads the bundle from a host path: STATE_DIR is mounted at the same path under HOST_ROOT.
-        # Public certificates only; removed on exit (and those of killed runs here, under the lock).
-        rm -f "$HOST_ROOT$STATE_DIR"/.gvisorgen-ca.*.pem
+        # Public certificates only; removed on exit (those of killed runs: gvz_clean_leftovers, under the lock).
         ca=$STATE_DIR/.gvisorgen-ca.$$.pem
         GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $HOST_ROOT$ca"
         printf '%s\n' "$GVISOR_CA_BUNDLE" >"$HOST_ROOT$ca" || gvz_die "cannot write the CA bundle to $ca"
@@ -110,7 +109,8 @@ if [ -n "$UNPINNED" ]; then
     gvz_log "not pinned: $UNPINNED; downloading with the host's $(printf '%s' "$cv" | head -n 1 | cut -d' ' -f1-2), TLS verified against $([ -n "$CURL_CACERT" ] && echo "GVISOR_CA_BUNDLE" || echo "the host's CA store")"
 fi
 
-# The install dir must be writable before anything is downloaded (GKE COS: read-only /usr/local/bin).
+# The install dir must be writable before anything is downloaded (GKE COS: read-only /usr/local/bin). A probe a killed
+# run left is removed by the next run (gvz_clean_leftovers, under the lock).
 probe=$IDIR/.gvisorgen-probe.$$
 GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $probe"
 if ! (: >"$probe") 2>/dev/null; then

@@ -25,7 +25,7 @@ gvz_need_applets() {
 }
 
 # Applets every script uses through this file.
-GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date grep head hostname mkdir mktemp mv readlink rm sed sha512sum sleep sort stat tail timeout tr wc"
+GVZ_BASE_APPLETS="awk cat chmod cmp cp cut date find grep head hostname mkdir mktemp mv readlink rm rmdir sed sha512sum sleep sort stat tail timeout tr wc"
 
 gvz_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 
@@ -633,6 +633,7 @@ gvz_lock() {
         if mkdir "$GVZ_LOCK_DIR" 2>/dev/null; then
             printf '%s\n' "$GVZ_ME" >"$GVZ_LOCK_DIR/holder"
             GVZ_LOCK_HELD=1
+            gvz_clean_leftovers
             return 0
         fi
         _h=$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)
@@ -674,6 +675,98 @@ gvz_unlock() {
         rm -rf "$GVZ_LOCK_DIR"
     fi
     GVZ_LOCK_HELD=
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Leftovers of runs that did not finish (SIGKILL, OOM, node crash: no trap runs). Every transient file or folder the
+# scripts make on the host is made while they hold the lock and is named with the maker's pid ($$), so a run that has
+# just taken the lock removes those of earlier runs, and only those: a name only gvisorgen gives (the patterns below)
+# in a folder it writes, a regular file or a folder holding nothing but what gvisorgen puts there, and its maker gone:
+# nobody else holds the lock (so no other run is between taking and releasing it), and the pid in the name is not a
+# live process running an installer script (the init containers share the host's pid namespace; this also guards the
+# two names made outside the lock: a waiting run's scratch folder and a lock being broken). Folders outside the ones
+# this container mounts are skipped (not there).
+#   <dir>/.<name>.gvisorgen-tmp.<pid>   temp file of an atomic write (INSTALL_DIR and its gvisor-bin/, the config's
+#                                       folder, RUNSC_CONFIG's folder, STATE_DIR), or the staging folder of RUNSC_CONFIG's
+#                                       folder (holding only .gvisorgen-created)
+#   INSTALL_DIR/.gvisorgen-probe.<pid>  the writability probe
+#   STATE_DIR/.gvisorgen-ca.<pid>.pem   the CA bundle for the host's curl
+#   STATE_DIR/lock.stale.<pid>          a stale lock being broken (holding only its holder file)
+#   CONTAINERD_CONFIG.gvisorgen-check   the candidate being validated (no pid: the lock alone proves its maker gone)
+#   ${TMPDIR:-/tmp}/gvisorgen.<pid>.*   scratch (downloads, unpacked archive) in the container's emptyDir, which outlives
+#                                       a killed init container and is capped by tmpSizeLimit
+
+# gvz_pid_runs_script PID : status 0 when PID is another live process (not a zombie) running an installer script.
+gvz_pid_runs_script() {
+    [ "$1" != "$$" ] || return 1
+    _gvz_st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$_gvz_st" ] && [ "$_gvz_st" != Z ] || return 1
+    tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qE '(install-runsc|configure-containerd|uninstall)\.sh'
+}
+
+# gvz_sweep PATH PID [INSIDE] : remove PATH, a leftover named by gvisorgen with its maker's PID, unless that maker still
+# runs: a regular file, a folder holding at most the file INSIDE, or, INSIDE "*", a scratch folder (all it holds).
+# Symlinks and anything else are left alone.
+gvz_sweep() {
+    [ -e "$1" ] && [ ! -L "$1" ] || return 0
+    gvz_is_uint "$2" || return 0
+    if gvz_pid_runs_script "$2"; then
+        gvz_log "left ${1#"$HOST_ROOT"} in place: process $2, which made it, still runs an installer script"
+        return 0
+    fi
+    if [ -f "$1" ]; then
+        rm -f "$1"
+    elif [ -d "$1" ] && [ "${3:-}" = "*" ]; then
+        rm -rf "$1"
+    elif [ -d "$1" ] && [ -n "${3:-}" ]; then
+        for _gvz_e in "$1"/* "$1"/.*; do
+            case ${_gvz_e##*/} in . | ..) continue ;; esac
+            [ -e "$_gvz_e" ] || [ -L "$_gvz_e" ] || continue
+            if [ "${_gvz_e##*/}" != "$3" ] || [ -L "$_gvz_e" ] || [ ! -f "$_gvz_e" ]; then
+                gvz_log "left ${1#"$HOST_ROOT"} in place: it holds more than gvisorgen puts there"
+                return 0
+            fi
+        done
+        rm -f "$1/$3"
+        rmdir "$1"
+    else
+        return 0
+    fi
+    gvz_log "removed ${1#"$HOST_ROOT"}, left by an earlier run that did not finish (process $2, gone)"
+}
+
+# gvz_clean_leftovers : with the lock just taken, remove what killed runs left (see above).
+gvz_clean_leftovers() {
+    for _gvz_d in "$HOST_ROOT$INSTALL_DIR" "$HOST_ROOT$GVZ_CFG_DIR" "$HOST_ROOT${RUNSC_CONFIG%/*}" "$HOST_ROOT$STATE_DIR"; do
+        if [ ! -d "$_gvz_d" ] || [ -L "$_gvz_d" ]; then continue; fi
+        for _gvz_f in "$_gvz_d"/.?*.gvisorgen-tmp.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" "$GVZ_DIR_MARK"; done
+    done
+    _gvz_d=$HOST_ROOT$INSTALL_DIR
+    if [ -d "$_gvz_d" ]; then
+        for _gvz_f in "$_gvz_d"/.gvisorgen-probe.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}"; done
+        if [ -d "$_gvz_d/gvisor-bin" ] && [ ! -L "$_gvz_d/gvisor-bin" ]; then
+            find "$_gvz_d/gvisor-bin" -type f -name '.?*.gvisorgen-tmp.*' | while IFS= read -r _gvz_f; do
+                gvz_sweep "$_gvz_f" "${_gvz_f##*.}"
+            done
+        fi
+    fi
+    _gvz_d=$HOST_ROOT$STATE_DIR
+    if [ -d "$_gvz_d" ]; then
+        for _gvz_f in "$_gvz_d"/.gvisorgen-ca.*.pem; do
+            _gvz_p=${_gvz_f%.pem}
+            gvz_sweep "$_gvz_f" "${_gvz_p##*.}"
+        done
+        for _gvz_f in "$_gvz_d"/lock.stale.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" holder; done
+    fi
+    if [ -f "$HOST_ROOT$GVZ_CHECK" ] && [ ! -L "$HOST_ROOT$GVZ_CHECK" ]; then
+        rm -f "$HOST_ROOT$GVZ_CHECK"
+        gvz_log "removed $GVZ_CHECK, left by an earlier run that did not finish"
+    fi
+    for _gvz_f in "${TMPDIR:-/tmp}"/gvisorgen.*.*; do
+        [ "$_gvz_f" != "$GVZ_TMP" ] || continue
+        _gvz_p=${_gvz_f##*/gvisorgen.}
+        gvz_sweep "$_gvz_f" "${_gvz_p%%.*}" "*"
+    done
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -750,7 +843,8 @@ gvz_setup_traps() {
     trap 'exit 129' HUP
     trap 'exit 130' INT
     trap 'exit 143' TERM
-    GVZ_TMP=$(mktemp -d "${TMPDIR:-/tmp}/gvisorgen.XXXXXX")
+    # named with our pid: a killed run's scratch is recognised (gvz_clean_leftovers)
+    GVZ_TMP=$(mktemp -d "${TMPDIR:-/tmp}/gvisorgen.$$.XXXXXX")
 }
 
 # gvz_atomic_write DEST_HOSTROOTED MODE < content : temp file in the same dir, chmod, rename.
