@@ -30,20 +30,20 @@ check: build
 vet: build
 	$(BIN) vet
 
-# The tests of internal/gen that make test leaves to make test-heavy (whole tests; the CLI scripts' share is heavyScripts in
-# cmd/gvisorgen/main_test.go): each evaluates fleets both ways, tens of seconds of CPU.
-HEAVY_TESTS := ^(TestMemoSameAsFresh|TestParallelSameAsSerial)$$
+# Whole tests make test leaves to make test-heavy (the CLI scripts' share is heavyScripts in
+# cmd/gvisorgen/main_test.go): fleets evaluated both ways and the fuzz seeds, tens of seconds of CPU.
+HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile
 
 ## test: lint, unit, golden, CLI and kustomize-parity tests (the inner loop; make test-heavy has the slowest cases)
 test: $(KUSTOMIZE) $(CUE) lint
-	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 -skip '$(HEAVY_TESTS)' ./...
+	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 -skip '^($(HEAVY_TESTS))$$' ./...
 	# the node and cluster suites build only under their tags: vet them too
 	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster
 
 ## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, the kill test over 1000 targets, HEAVY_TESTS, every benchmark once
 test-heavy: $(KUSTOMIZE) $(CUE)
-	GVISORGEN_TEST_HEAVY=1 GVISORGEN_KILL_TARGETS=1000 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 -run '^(TestScripts|TestKillDuringWrite)$$' ./cmd/gvisorgen
-	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 -run '$(HEAVY_TESTS)' ./internal/gen
+	GVISORGEN_TEST_HEAVY=1 GVISORGEN_KILL_TARGETS=1000 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) \
+		$(GO) test -count=1 -run '^(TestScripts|TestKillDuringWrite|$(HEAVY_TESTS))$$' ./cmd/gvisorgen ./internal/gen
 	# every benchmark once, so that make bench's cannot rot
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
 
