@@ -112,9 +112,18 @@ func (c *Cluster) gateOpened(ctx context.Context, t *testing.T, t0 time.Time, ve
 	if sched.Before(at) {
 		t.Errorf("gvisor-sleeper was scheduled (%s) before the gate opened (%s)", sched, at)
 	}
-	log, err := c.Logs(ctx, "default", gvisorSleeper.name, "c", false)
+	// Running means the container started, not that its dmesg reached the log yet (seen empty on a loaded
+	// machine, 2026-12-04): read it until it holds the line, for a while.
+	var log string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		log, err = c.Logs(ctx, "default", gvisorSleeper.name, "c", false)
+		if (err == nil && strings.Contains(log, "Starting gVisor")) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	if err != nil || !strings.Contains(log, "Starting gVisor") {
-		t.Errorf("gvisor-sleeper's dmesg has no 'Starting gVisor' (%v):\n%s", err, clipLines(log, 10))
+		t.Errorf("gvisor-sleeper's dmesg has no 'Starting gVisor' within 20 s (%v):\n%s", err, clipLines(log, 10))
 	}
 	c.early = false
 }
