@@ -212,8 +212,8 @@ func (h *Host) runShell(shell, script string, env map[string]string) Result {
 	return h.runShellWith(nil, shell, script, env)
 }
 
-func (h *Host) runShellWith(prefix []string, shell, script string, env map[string]string) Result {
-	h.t.Helper()
+// scriptEnv is the environment of a script run on this host: busybox's PATH, the host's env, then env (which wins).
+func (h *Host) scriptEnv(env map[string]string) []string {
 	e := map[string]string{"PATH": bbDir, "HOME": "/root", "TMPDIR": filepath.Join(h.Dir, "tmp")}
 	_ = os.MkdirAll(e["TMPDIR"], 0o755)
 	for k, v := range h.Env {
@@ -227,12 +227,18 @@ func (h *Host) runShellWith(prefix []string, shell, script string, env map[strin
 	if _, ok := e["GVISOR_SHA512_PINS"]; !ok {
 		e["GVISOR_SHA512_PINS"] = autoPins(e["GVISOR_VERSION"])
 	}
-	var envList []string
+	var list []string
 	for _, k := range sortedKeys(e) {
 		if e[k] != "" || k == "HOST_ROOT" {
-			envList = append(envList, k+"="+e[k])
+			list = append(list, k+"="+e[k])
 		}
 	}
+	return list
+}
+
+func (h *Host) runShellWith(prefix []string, shell, script string, env map[string]string) Result {
+	h.t.Helper()
+	envList := h.scriptEnv(env)
 	args := append(append([]string{}, prefix...), shell, filepath.Join(scriptsDir, script))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

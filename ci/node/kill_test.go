@@ -269,27 +269,16 @@ func (h *Host) absGlob(g string) string {
 	return filepath.Join(h.Root, strings.TrimPrefix(g, "host/"))
 }
 
-// hookedEnv: the environment of a script run (as runShellWith builds it) plus extra.
+// hookedCmd: a run of the hooked copy of script with the environment of runShellWith (scriptEnv) plus extra.
 func (h *Host) hookedCmd(script string, env map[string]string, extra ...string) *exec.Cmd {
-	e := map[string]string{"PATH": bbDir, "HOME": "/root", "TMPDIR": filepath.Join(h.Dir, "tmp")}
-	_ = os.MkdirAll(e["TMPDIR"], 0o755)
-	for k, v := range h.Env {
-		e[k] = v
-	}
+	dir := hookedScripts(h.t)
+	e := map[string]string{}
 	for k, v := range env {
 		e[k] = v
 	}
-	if _, ok := e["GVISOR_SHA512_PINS"]; !ok {
-		e["GVISOR_SHA512_PINS"] = autoPins(e["GVISOR_VERSION"])
-	}
-	dir := hookedScripts(h.t)
 	e["GVISORGEN_SCRIPTS"] = dir
 	cmd := exec.Command(filepath.Join(bbDir, "sh"), filepath.Join(dir, script))
-	for _, k := range sortedKeys(e) {
-		if e[k] != "" || k == "HOST_ROOT" {
-			cmd.Env = append(cmd.Env, k+"="+e[k])
-		}
-	}
+	cmd.Env = h.scriptEnv(e)
 	cmd.Env = append(cmd.Env, extra...)
 	// its own process group: the kill takes every process of the run, as a container's kill does
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -246,12 +246,8 @@ func TestLock(t *testing.T) {
 		// the request), not for a moment: the run then holds the lock and has its scratch folder (the download's
 		// target), which the next run must remove (TestKilledRun kills right after each step that makes a path).
 		cmd := exec.Command(filepath.Join(bbDir, "sh"), filepath.Join(scriptsDir, "install-runsc.sh"))
-		for _, k := range sortedKeys(h.Env) {
-			cmd.Env = append(cmd.Env, k+"="+h.Env[k])
-		}
-		cmd.Env = append(cmd.Env, "PATH="+bbDir, "TMPDIR="+filepath.Join(h.Dir, "tmp"), "GVISOR_BASE_URL="+faultURL+"/hang",
-			"DOWNLOAD_TIMEOUT_SECONDS=30", "GVISOR_SHA512_PINS="+autoPins(tagBin))
-		_ = os.MkdirAll(filepath.Join(h.Dir, "tmp"), 0o755)
+		cmd.Env = h.scriptEnv(map[string]string{"GVISOR_BASE_URL": faultURL + "/hang", "DOWNLOAD_TIMEOUT_SECONDS": "30",
+			"GVISOR_SHA512_PINS": autoPins(tagBin)})
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		hangs := hangHits.Load()
 		if err := cmd.Start(); err != nil {
