@@ -65,6 +65,7 @@ gvz_load_env() {
     CONTAINERD_CONFIG=${CONTAINERD_CONFIG:-/etc/containerd/config.toml}
     RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc/runsc.toml}
     RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
+    ADOPT_FOREIGN_RUNSC=${ADOPT_FOREIGN_RUNSC:-false}
     STATE_DIR=${STATE_DIR:-/run/gvisorgen}
     STATE_DIR=${STATE_DIR%/}
     DOWNLOAD_TIMEOUT_SECONDS=${DOWNLOAD_TIMEOUT_SECONDS:-60}
@@ -75,6 +76,7 @@ gvz_load_env() {
     case $HOST_ROOT in '' | /*) ;; *) gvz_die "HOST_ROOT must be an absolute path, got '$HOST_ROOT'" ;; esac
     case $GVISOR_MODE in install | uninstall) ;; *) gvz_die "GVISOR_MODE must be install or uninstall, got '$GVISOR_MODE'" ;; esac
     case $INSTALL_DIR_ON_PATH in true | false) ;; *) gvz_die "INSTALL_DIR_ON_PATH must be true or false, got '$INSTALL_DIR_ON_PATH'" ;; esac
+    case $ADOPT_FOREIGN_RUNSC in true | false) ;; *) gvz_die "ADOPT_FOREIGN_RUNSC must be true or false, got '$ADOPT_FOREIGN_RUNSC'" ;; esac
     gvz_check_path INSTALL_DIR "$INSTALL_DIR"
     gvz_check_path CONTAINERD_CONFIG "$CONTAINERD_CONFIG"
     gvz_check_path RUNSC_CONFIG "$RUNSC_CONFIG"

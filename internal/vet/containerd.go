@@ -24,19 +24,26 @@ func containerdFindings(t eval.Target) []string {
 				ContainerdFloor string `json:"containerdFloor"`
 			} `json:"release"`
 			Host struct {
-				Containerd string `json:"containerd"`
+				Containerd        string `json:"containerd"`
+				AdoptForeignRunsc bool   `json:"adoptForeignRunsc"`
 			} `json:"host"`
 		} `json:"gvisor"`
 	}
 	if json.Unmarshal(t.Values, &v) != nil || !v.Gvisor.Enabled {
 		return nil
 	}
+	var out []string
+	if v.Gvisor.Host.AdoptForeignRunsc {
+		// The installer's default refuses a runsc it did not make; with this on, what the node already has is used
+		// as it is, and nothing the generator renders (runsc flags, vet's isolation policy) reaches that handler.
+		out = append(out, fmt.Sprintf("target %s: gvisor.host.adoptForeignRunsc is true: a runsc runtime handler the nodes already have (not gvisorgen's) is used as it is, without gvisor.runsc.config and without vet's runsc-isolation policy, and foreign runsc binaries are replaced by the verified release (given back on uninstall); you vouch that such a handler runs gVisor (README, \"A runsc install gvisorgen did not make\")", t.Name))
+	}
 	floor, nodes := v.Gvisor.Release.ContainerdFloor, v.Gvisor.Host.Containerd
 	if floor == "" || nodes == "" || !VersionLess(nodes, floor) {
-		return nil
+		return out
 	}
-	return []string{fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (README, \"containerd versions\"); if every node runs containerd >= %s, set gvisor.host.containerd to it",
-		t.Name, v.Gvisor.Version, floor, nodes, floor)}
+	return append(out, fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (README, \"containerd versions\"); if every node runs containerd >= %s, set gvisor.host.containerd to it",
+		t.Name, v.Gvisor.Version, floor, nodes, floor))
 }
 
 // VersionLess compares containerd versions MAJOR.MINOR[.PATCH] numerically

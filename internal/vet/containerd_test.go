@@ -37,3 +37,25 @@ func TestContainerdFindings(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptForeignRunscWarns: gvisor.host.adoptForeignRunsc true is a warning naming the target, what is then not
+// applied and where the README explains it; false (the default) or gVisor disabled: nothing.
+func TestAdoptForeignRunscWarns(t *testing.T) {
+	val := func(enabled, adopt string) eval.Target {
+		return eval.Target{Name: "x", Values: []byte(`{"gvisor":{"enabled":` + enabled + `,"version":"20260801","host":{"containerd":"2.0","adoptForeignRunsc":` + adopt + `}}}`)}
+	}
+	w := containerdFindings(val("true", "true"))
+	if len(w) != 1 {
+		t.Fatalf("want one warning, got %q", w)
+	}
+	for _, s := range []string{"target x: gvisor.host.adoptForeignRunsc is true", "without gvisor.runsc.config", "runsc-isolation", "you vouch"} {
+		if !strings.Contains(w[0], s) {
+			t.Errorf("warning lacks %q: %s", s, w[0])
+		}
+	}
+	for _, c := range [][2]string{{"true", "false"}, {"false", "true"}} {
+		if w := containerdFindings(val(c[0], c[1])); len(w) != 0 {
+			t.Errorf("enabled %s adopt %s: want nothing, got %q", c[0], c[1], w)
+		}
+	}
+}

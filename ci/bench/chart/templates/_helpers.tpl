@@ -52,6 +52,7 @@ env:
 - {name: CONTAINERD_CONFIG, value: {{ $G.host.containerdConfig | quote }}}
 - {name: RUNSC_CONFIG, value: {{ $G.host.runscConfig | quote }}}
 - {name: RUNSC_CONFIG_TOML, value: {{ join "\n" $lines | quote }}}
+- {name: ADOPT_FOREIGN_RUNSC, value: {{ $G.host.adoptForeignRunsc | toString | quote }}}
 - {name: STATE_DIR, value: {{ $G.host.stateDir | quote }}}
 - {name: DOWNLOAD_TIMEOUT_SECONDS, value: {{ $G.release.downloadTimeoutSeconds | toString | quote }}}
 - {name: DOWNLOAD_RETRIES, value: {{ $G.release.downloadRetries | toString | quote }}}
