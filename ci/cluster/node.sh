@@ -144,6 +144,11 @@ ts "CLUSTER UP"
 touch "$R/READY"
 
 # --- the host's "systemd": serve the fake systemctl's restart requests ---------------------------------------------------
+# It waits on a FIFO that the fake systemctl writes to after each request (held open here for reading and writing, so
+# a writer never blocks while this runs), and looks every 5 s anyway: polling with `sleep 0.1` cost three clusters
+# ~14000 processes per run (process accounting, 2026-12-04).
+mkfifo "$R/systemd/wake"
+exec 3<>"$R/systemd/wake"
 set +e
 while true; do
 	for f in "$R"/systemd/req.*; do
@@ -156,5 +161,5 @@ while true; do
 		echo $rc >"$R/systemd/ack.$id.tmp"
 		mv "$R/systemd/ack.$id.tmp" "$R/systemd/ack.$id"
 	done
-	sleep 0.1
+	read -r -t 5 _ <&3
 done

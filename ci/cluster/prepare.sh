@@ -218,6 +218,7 @@ case "\$1 \${2:-}" in
 "restart containerd")
 	id=\$\$.\$(date +%s%N)
 	echo restart >\$R/systemd/req.\$id.tmp && mv \$R/systemd/req.\$id.tmp \$R/systemd/req.\$id
+	timeout 2 sh -c "echo \$id >\$R/systemd/wake" || true
 	i=0
 	while [ ! -e \$R/systemd/ack.\$id ]; do i=\$((i+1)); [ \$i -le 600 ] || { echo "systemctl: no answer from the node's init" >&2; exit 1; }; sleep 0.1; done
 	rc=\$(cat \$R/systemd/ack.\$id); rm -f \$R/systemd/ack.\$id; exit "\$rc" ;;

@@ -90,6 +90,8 @@ type configureCase struct {
 	extra       func(t *testing.T, h *Host)
 }
 
+var adopt = map[string]string{"ADOPT_FOREIGN_RUNSC": "true"}
+
 func str(s string) func() string { return func() string { return s } }
 
 var configureCases = []configureCase{
@@ -119,20 +121,21 @@ var configureCases = []configureCase{
 		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"}, extra: offPathChecks},
 	{name: "install-dir-off-path/2.4", ctrd: "24", config: def24, wantTable: tblV3,
 		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"}, extra: offPathChecks},
-	// a runsc runtime written by hand, in every spelling, is respected
-	{name: "handwritten-double-quoted/1.6", ctrd: "16", handwritten: true,
+	// a runsc runtime written by hand, in every spelling, is adopted when the user says so (refused by default:
+	// handler_test.go)
+	{name: "handwritten-double-quoted/1.6", ctrd: "16", handwritten: true, env: adopt,
 		config: func() string { return def16() + "\n" + tblV2 + "\n  runtime_type = \"io.containerd.runsc.v1\"\n" }},
-	{name: "handwritten-single-quoted/1.6", ctrd: "16", handwritten: true,
+	{name: "handwritten-single-quoted/1.6", ctrd: "16", handwritten: true, env: adopt,
 		config: func() string {
 			return def16() + "\n[plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.runsc]\n  runtime_type = 'io.containerd.runsc.v1'\n"
 		}},
-	{name: "handwritten-dotted-keys/1.6", ctrd: "16", handwritten: true, config: str(cfgV2DottedRunsc)},
-	{name: "handwritten-single-quoted/2.4", ctrd: "24", handwritten: true,
+	{name: "handwritten-dotted-keys/1.6", ctrd: "16", handwritten: true, env: adopt, config: str(cfgV2DottedRunsc)},
+	{name: "handwritten-single-quoted/2.4", ctrd: "24", handwritten: true, env: adopt,
 		config: func() string {
 			return def24() + "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]\n  runtime_type = 'io.containerd.runsc.v1'\n"
 		}},
-	{name: "handwritten-dotted-keys/2.4", ctrd: "24", handwritten: true, config: str(cfgV3DottedRunsc)},
-	{name: "handwritten-in-imports-dropin/2.4", ctrd: "24", handwritten: true, config: def24, dropIns: map[string]string{"runsc.toml": dropInRunsc24}},
+	{name: "handwritten-dotted-keys/2.4", ctrd: "24", handwritten: true, env: adopt, config: str(cfgV3DottedRunsc)},
+	{name: "handwritten-in-imports-dropin/2.4", ctrd: "24", handwritten: true, env: adopt, config: def24, dropIns: map[string]string{"runsc.toml": dropInRunsc24}},
 	// refusals: the config stays byte-identical and containerd is not restarted
 	{name: "version-5-refused/2.4", ctrd: "24", config: func() string { return strings.Replace(def24(), "version = 4", "version = 5", 1) },
 		wantFail: `config version 5; this installer knows versions up to 4`},

@@ -449,7 +449,11 @@ func TestUninstall(t *testing.T) {
 	})
 	t.Run("handwritten-runtime-left-alone/1.6", func(t *testing.T) {
 		cfg := def16() + "\n" + tblV2 + "\n  runtime_type = \"io.containerd.runsc.v1\"\n"
-		h := fullInstall(t, "16", cfg)
+		h := newHost(t, "16")
+		h.setConfig(cfg)
+		h.startContainerd()
+		h.mustRun("install-runsc.sh", nil)
+		h.mustRun("configure-containerd.sh", adopt)
 		h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
 		if h.config() != cfg {
 			t.Fatal("hand-written runtime touched")

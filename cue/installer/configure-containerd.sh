@@ -215,10 +215,29 @@ make_candidate() {
     } >"$T/candidate"
 }
 
+# The handler gvisorgen's block defines, key by key: what containerd must run the runsc handler with (gvz_judge_handler).
+render_block >"$T/block.toml"
+gvz_handler_keys "$T/block.toml" "$fprefix.runsc" >"$T/want.handler"
+# (1.x dumps the files it resolved, the validated copy among them: not an import of the live config)
+gvz_imports "$T/base" "$T/base.dump" | grep -vxF -e "$GVZ_CHECK" -e "$CONTAINERD_CONFIG" >"$T/imports.all" || true
+
 handwritten=
 if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
+    # A runsc handler gvisorgen did not write (by hand, another tool, a drop-in): judged by what it runs, never
+    # trusted by its name. Refused unless the user adopts it on purpose (ADOPT_FOREIGN_RUNSC).
+    where=$(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')
+    [ -n "$where" ] || where="containerd's merged config (no file names it plainly)"
+    gvz_handler_keys "$T/base.dump" "$dprefix.runtimes.runsc" >"$T/have.handler"
+    if gvz_judge_handler "$T/want.handler" "$T/have.handler" >"$T/judged"; then
+        what="it is key for key the handler gvisorgen would write, but not gvisorgen's (uninstall would take runsc.toml from under it)"
+    else
+        what="containerd would run it with $(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+    fi
+    if [ "$ADOPT_FOREIGN_RUNSC" != true ]; then
+        gvz_die "a runsc runtime handler that gvisorgen did not write is defined in $where: $what. Refused: gVisor pods on this node would run with whatever it runs (another runtime type runs them unsandboxed). Nothing was changed, containerd was not restarted, and the node is not marked ready for gVisor. Fix: remove that handler and let the installer retry (it then writes its own), or adopt it as it is with gvisor.host.adoptForeignRunsc: true (you then vouch that it runs gVisor)"
+    fi
     handwritten=1
-    gvz_log "a runsc runtime already exists outside gvisorgen's block (by hand or another tool; seen in containerd's dump): respecting it, adding nothing"
+    gvz_log "WARNING: adopting the runsc runtime handler defined in $where as it is (ADOPT_FOREIGN_RUNSC=true): $what; gvisorgen adds no handler and writes no runsc.toml"
     [ -z "$has_block" ] || gvz_log "removing gvisorgen's own block, which would duplicate it"
     cp "$T/base" "$T/candidate"
     validate "$T/candidate" || gvz_die "the existing config does not pass the checks: $WHY"
@@ -247,6 +266,23 @@ else
             fi
         fi
     fi
+fi
+# The handler containerd would use with the candidate (its imports and drop-ins merged) must be gvisorgen's, key for key.
+if [ -z "$handwritten" ]; then
+    gvz_handler_keys "$T/cand.dump" "$(gvz_dump_prefix "$T/cand.dump").runtimes.runsc" >"$T/have.handler"
+    gvz_judge_handler "$T/want.handler" "$T/have.handler" >"$T/judged" ||
+        gvz_die "with gvisorgen's block, containerd would still not run the runsc handler as the block says ($(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')): another file it imports overrides it ($(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')); $CONTAINERD_CONFIG is untouched and containerd was not restarted"
+fi
+# With the install dir on PATH, the handler names the shim (and runsc.toml no runsc) by name: containerd and the shim
+# find them on the host's PATH (HOST_PATH, systemd's default), where a copy earlier on it would win over the verified one.
+if [ -z "$handwritten" ] && [ "$INSTALL_DIR_ON_PATH" = true ]; then
+    for b in containerd-shim-runsc-v1 runsc; do
+        # shellcheck disable=SC2016 # expanded by the host shell
+        # (only when the verified one is there: without it, ready.sh reports the missing binary)
+        got=$(gvz_host sh -c '[ -e "$2/$1" ] || exit 0; command -v "$1"' sh "$b" "$INSTALL_DIR" 2>/dev/null) || got=
+        [ -z "$got" ] || [ "$got" = "$INSTALL_DIR/$b" ] ||
+            gvz_die "on the host's PATH ($HOST_PATH) $b is $got, not the verified $INSTALL_DIR/$b: containerd would run that one for every gVisor pod. Nothing was changed and containerd was not restarted. Fix: remove $got if it is a stale install, or set gvisor.host.installDir to the folder that comes first (or installDirOnPath: false, which names absolute paths)"
+    done
 fi
 new_addr=$(gvz_grpc_address "$T/cand.dump")
 old_addr=$(gvz_grpc_address "$T/base.dump")
@@ -373,5 +409,25 @@ if [ -n "$has_block" ] && [ -z "$handwritten" ]; then
 fi
 rdig=-
 if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
-printf '%s\n%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" "$rdig" | gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 || gvz_die "cannot write $GVZ_APPLIED"
+# Every file containerd imports (ready.sh notices a change, a removal, or a new file in an imported folder): the
+# patterns, and each file they match now with its digest ("-" outside containerd's config folder, which the probe
+# cannot read: those are not watched, and the log says so).
+gvz_import_files "$T/imports.all" >"$T/import.files"
+{
+    printf '%s\n%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" "$rdig"
+    sed 's/^/import /' "$T/imports.all"
+    while IFS= read -r f; do
+        case $f in
+        "$GVZ_CFG_DIR"/*) printf 'file %s %s\n' "$(gvz_sha512 "$HOST_ROOT$f")" "$f" ;;
+        *) printf 'file - %s\n' "$f" ;;
+        esac
+    done <"$T/import.files"
+} >"$T/applied"
+while IFS= read -r p; do
+    case ${p%/*} in
+    "$GVZ_CFG_DIR" | "$GVZ_CFG_DIR"/*) ;;
+    *) gvz_log "note: containerd also imports $p, outside $GVZ_CFG_DIR: the readiness probe cannot watch it for changes" ;;
+    esac
+done <"$T/imports.all"
+gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 <"$T/applied" || gvz_die "cannot write $GVZ_APPLIED"
 gvz_log "done: the runsc runtime is configured"

@@ -5,7 +5,18 @@
 # runsc, containerd-shim-runsc-v1 and, for archive releases, gvisor-bin/ into INSTALL_DIR on the host, each file
 # atomically (temp file in the same dir, chmod 0755, rename), then writes the stamp INSTALL_DIR/.gvisorgen-runsc.stamp
 # (tag, arch, layout, source digests, installed files' digests). Skips everything when the stamp matches and the
-# installed files still verify. New binaries need no containerd restart. Installs nothing on any failure.
+# installed files still verify. New binaries need no containerd restart. A failure before the release is verified and
+# staged changes nothing in INSTALL_DIR. Before the first file is written, INSTALL_DIR/.gvisorgen-runsc.installing
+# names what this run installs (removed after the stamp): a run killed half-way leaves files that the next run (which
+# installs again) and uninstall still know as gvisorgen's.
+#
+# Binaries gvisorgen did not install: runsc, containerd-shim-runsc-v1 or gvisor-bin/ in INSTALL_DIR that neither the
+# stamp nor .gvisorgen-runsc.installing names (a hand install from gVisor's quick start, another tool's) are never
+# written over. ADOPT_FOREIGN_RUNSC=false (the default): refused before anything is downloaded or written, naming
+# each one. ADOPT_FOREIGN_RUNSC=true: the whole install is taken over, never mixed: once the release is downloaded and
+# verified, every foreign one is moved aside (rename, same filesystem) into INSTALL_DIR/.gvisorgen-foreign/, whose
+# manifest records the type, mode, owner and sha512 of everything moved (the folder is made under a temp name with
+# its manifest, then renamed), with a WARNING; then the release is installed as usual. uninstall gives them back.
 #
 # Trust rule: an artifact is installed only if (a) its sha512 is pinned in GVISOR_SHA512_PINS (then busybox wget may
 # fetch it from anywhere, http:// included), or (b) it and its published .sha512 were fetched over TLS whose chain and
@@ -20,6 +31,7 @@
 #   GVISOR_SHA512_PINS ("<arch>/<artifact> <sha512>" lines)  GVISOR_CA_BUNDLE (PEM, empty: the host's CA store)
 #   CONTAINERD_MIN_VERSION (the oldest containerd that can start this release's shim; empty: any)
 #   HOST_PATH  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen; also holds the CA bundle for curl while it runs)
+#   ADOPT_FOREIGN_RUNSC (false: refuse binaries gvisorgen did not install; true: move them aside and take over)
 #   DOWNLOAD_TIMEOUT_SECONDS (60)  DOWNLOAD_RETRIES (3)  LOCK_TIMEOUT_SECONDS (300)
 # Exit status: 0 installed (or already installed), non-zero with an ERROR line saying what failed.
 set -eu
@@ -47,6 +59,67 @@ if [ "$LAYOUT" = archive ]; then ARTIFACTS=gvisor.tar.bz2; else ARTIFACTS="runsc
 
 gvz_setup_traps
 gvz_lock
+
+# --- binaries gvisorgen did not install -----------------------------------------------------------------------------
+# gvisorgen's own are the files its stamp names, and those of an install under way (INSTALLING: written before the
+# first file is installed, removed after the stamp, so a run killed in between leaves files still known as ours).
+# runsc, the shim or gvisor-bin/ (a symlink, or a folder in which no named file lives and which holds more than empty
+# folders) that neither names are foreign.
+INSTALLING=$IDIR/.gvisorgen-runsc.installing
+ASIDE=$IDIR/.gvisorgen-foreign
+
+
+# is_empty_dir DIR : DIR holds nothing.
+is_empty_dir() {
+    for _e in "$1"/* "$1"/.*; do
+        case ${_e##*/} in . | ..) continue ;; esac
+        if [ -e "$_e" ] || [ -L "$_e" ]; then return 1; fi
+    done
+    return 0
+}
+
+OURS=$GVZ_TMP/ours
+cat "$STAMP" "$INSTALLING" 2>/dev/null | awk '$1 == "file" { print $3 }' | sort -u >"$OURS"
+FOREIGN=""
+for n in runsc containerd-shim-runsc-v1 gvisor-bin; do
+    if [ ! -e "$IDIR/$n" ] && [ ! -L "$IDIR/$n" ]; then continue; fi
+    if [ "$n" = gvisor-bin ]; then
+        if [ ! -L "$IDIR/$n" ] && grep -q '^gvisor-bin/' "$OURS"; then continue; fi
+        # a folder with nothing but (empty) folders in it holds no binary to keep apart from gvisorgen's
+        if [ ! -L "$IDIR/$n" ] && ! find "$IDIR/$n" ! -type d | grep -q .; then continue; fi
+    elif grep -qxF "$n" "$OURS"; then
+        continue
+    fi
+    FOREIGN="$FOREIGN $n"
+done
+FOREIGN=${FOREIGN# }
+SHOWN=""
+for n in $FOREIGN; do
+    if [ "$n" = gvisor-bin ]; then SHOWN="$SHOWN, $INSTALL_DIR/$n/"; else SHOWN="$SHOWN, $INSTALL_DIR/$n"; fi
+done
+SHOWN=${SHOWN#, }
+if [ -n "$FOREIGN" ]; then
+    if [ "$ADOPT_FOREIGN_RUNSC" != true ]; then
+        gvz_die "$INSTALL_DIR already holds $SHOWN, which gvisorgen did not install (its stamp $GVZ_STAMP does not name them: a hand install such as gVisor's quick start, or another tool's): refusing to write over them or to mix them with gvisorgen's; nothing was downloaded or changed. Either remove them (and any containerd runtime that uses them), or set gvisor.host.adoptForeignRunsc: true (ADOPT_FOREIGN_RUNSC=true) to let gvisorgen take the install over: it moves them aside into $INSTALL_DIR/.gvisorgen-foreign/ and uninstall gives them back"
+    fi
+    # Can they be moved aside? Into a new folder, or one that an earlier, killed takeover made and recorded them in
+    # (then only what it had not moved yet is left). Anything else is refused now, before the download.
+    if [ -e "$ASIDE" ] || [ -L "$ASIDE" ]; then
+        if [ -L "$ASIDE" ] || [ ! -d "$ASIDE" ]; then
+            gvz_die "cannot take over $SHOWN: $INSTALL_DIR/.gvisorgen-foreign exists and is not a folder gvisorgen made; move it away (nothing was downloaded or changed)"
+        fi
+        if [ -f "$ASIDE/manifest" ]; then
+            for n in $FOREIGN; do
+                if ! grep -qxF "moved $n" "$ASIDE/manifest" || [ -e "$ASIDE/$n" ] || [ -L "$ASIDE/$n" ]; then
+                    gvz_die "cannot take over $INSTALL_DIR/$n: an earlier takeover already moved a foreign install aside into $INSTALL_DIR/.gvisorgen-foreign/ (see its manifest), and gvisorgen keeps one only; remove $INSTALL_DIR/$n, or give that one back first (uninstall); nothing was downloaded or changed"
+                fi
+            done
+        elif ! is_empty_dir "$ASIDE"; then
+            gvz_die "cannot take over $SHOWN: $INSTALL_DIR/.gvisorgen-foreign holds files but no manifest (not gvisorgen's as made); move it away (nothing was downloaded or changed)"
+        fi
+    fi
+    gvz_log "ADOPT_FOREIGN_RUNSC=true: $SHOWN, which gvisorgen did not install, will be moved aside once the release is downloaded and verified"
+fi
 
 # --- already installed? ---------------------------------------------------------------------------------------------
 # The stamp must name this tag, arch and layout; every pin must equal the recorded source digest; every installed
@@ -76,10 +149,13 @@ stamp_matches() {
     grep -q '  containerd-shim-runsc-v1$' "$GVZ_TMP/files.sha512" || return 1
     (cd "$IDIR" && sha512sum -c -s "$GVZ_TMP/files.sha512") >/dev/null 2>&1
 }
-if stamp_matches; then
+# Not with foreign binaries to take over, nor after an install that did not finish (its record is still there: files
+# it installed that this stamp does not name would be left over).
+if [ -z "$FOREIGN" ] && [ ! -e "$INSTALLING" ] && stamp_matches; then
     gvz_log "gVisor $GVISOR_VERSION ($ARCH, $LAYOUT) is already installed in $INSTALL_DIR and verifies; nothing to do"
     exit 0
 fi
+if [ -e "$INSTALLING" ]; then gvz_log "an earlier install did not finish ($GVZ_STAMP not written): installing again"; fi
 
 # --- trust: a pin, or a verifying download ---------------------------------------------------------------------------
 WAYS_OUT="pin its sha512 (gvisorgen pin, or gvisor.release.sha512.$ARCH.<artifact> in values: GVISOR_SHA512_PINS), or download it over verified TLS (an https:// base URL whose certificate chain and host name the host's curl verifies against the host's CA store or gvisor.release.caBundle: GVISOR_CA_BUNDLE)"
@@ -263,22 +339,56 @@ fi
 # Helpers first, then the shim, runsc last: a sandbox started meanwhile never sees a runsc without its helpers.
 (cd "$stage" && { [ ! -d gvisor-bin ] || find gvisor-bin -type f | sort; } && echo containerd-shim-runsc-v1 && echo runsc) >"$GVZ_TMP/install.list"
 
+# --- take a foreign install over (ADOPT_FOREIGN_RUNSC=true) ---------------------------------------------------------
+# Only now, with the release verified and staged: a failed download leaves the node untouched. The aside folder is
+# made under a temp name holding its manifest, then renamed into place, so it never exists without the manifest (a
+# killed run's temp folder is removed by the next run, above); then each foreign path is renamed into it. A run killed
+# in between leaves the folder with its manifest and some paths still in INSTALL_DIR: the next run moves the rest.
+take_over() {
+    if [ -d "$ASIDE" ] && [ ! -L "$ASIDE" ] && [ ! -f "$ASIDE/manifest" ]; then
+        rmdir "$ASIDE" || gvz_die "cannot remove the empty $INSTALL_DIR/.gvisorgen-foreign"
+    fi
+    if [ ! -e "$ASIDE" ]; then
+        new=$IDIR/.gvisorgen-foreign.new.$$
+        GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $new"
+        mkdir -m 0700 "$new" || gvz_die "cannot create $INSTALL_DIR/.gvisorgen-foreign; nothing was moved or installed"
+        {
+            echo "# gvisorgen: what install-runsc found in $INSTALL_DIR without gvisorgen's stamp and moved into this folder (ADOPT_FOREIGN_RUNSC=true); uninstall-runsc gives it back. Do not edit."
+            for n in $FOREIGN; do echo "moved $n"; done
+            for n in $FOREIGN; do gvz_describe "$IDIR" "$n"; done
+        } >"$new/manifest" || gvz_die "cannot write the manifest of $INSTALL_DIR/.gvisorgen-foreign; nothing was moved or installed"
+        { [ ! -e "$ASIDE" ] && mv "$new" "$ASIDE" && [ ! -e "$ASIDE/${new##*/}" ]; } ||
+            gvz_die "cannot create $INSTALL_DIR/.gvisorgen-foreign; nothing was moved or installed"
+    fi
+    for n in $FOREIGN; do
+        if [ -e "$ASIDE/$n" ] || [ -L "$ASIDE/$n" ]; then gvz_die "$INSTALL_DIR/.gvisorgen-foreign/$n exists already; not moving $INSTALL_DIR/$n"; fi
+        mv "$IDIR/$n" "$ASIDE/$n" || gvz_die "cannot move $INSTALL_DIR/$n aside into $INSTALL_DIR/.gvisorgen-foreign/"
+    done
+    gvz_log "WARNING: took over $SHOWN, which gvisorgen did not install (ADOPT_FOREIGN_RUNSC=true): moved aside into $INSTALL_DIR/.gvisorgen-foreign/ (its manifest records each file's sha512 and mode), replaced by the verified gVisor $GVISOR_VERSION; uninstall gives them back"
+}
+if [ -n "$FOREIGN" ]; then take_over; fi
+
 # --- install, atomically per file -----------------------------------------------------------------------------------
 files=""
 while IFS= read -r f; do
-    case $f in */*) mkdir -p "$IDIR/${f%/*}" || gvz_die "cannot create $INSTALL_DIR/${f%/*}" ;; esac
-    gvz_atomic_copy "$stage/$f" "$IDIR/$f" 0755 || gvz_die "cannot install $INSTALL_DIR/$f"
     files="$files
 file $(gvz_sha512 "$stage/$f") $f"
 done <"$GVZ_TMP/install.list"
+# What this run installs, before the first file: see INSTALLING above.
+{
+    echo "# gvisorgen: what install-runsc is installing into $INSTALL_DIR (removed once the stamp is written). Do not edit."
+    printf '%s\n' "$files" | sed '/^$/d'
+} | gvz_atomic_write "$INSTALLING" 0644 || gvz_die "cannot write $INSTALL_DIR/.gvisorgen-runsc.installing"
+while IFS= read -r f; do
+    case $f in */*) mkdir -p "$IDIR/${f%/*}" || gvz_die "cannot create $INSTALL_DIR/${f%/*}" ;; esac
+    gvz_atomic_copy "$stage/$f" "$IDIR/$f" 0755 || gvz_die "cannot install $INSTALL_DIR/$f"
+done <"$GVZ_TMP/install.list"
 
-# gvisor-bin files that an older install left and this release no longer has.
-if [ -f "$STAMP" ]; then
-    awk '$1 == "file" && $3 ~ /^gvisor-bin\// { print $3 }' "$STAMP" | while IFS= read -r old; do
-        grep -qxF "$old" "$GVZ_TMP/install.list" || rm -f "$IDIR/$old"
-    done
-fi
-if [ "$LAYOUT" = binaries ] && [ -d "$IDIR/gvisor-bin" ] && [ -f "$STAMP" ]; then
+# gvisor-bin files that an older install (or one that did not finish) left and this release no longer has.
+grep '^gvisor-bin/' "$OURS" | while IFS= read -r old; do
+    grep -qxF "$old" "$GVZ_TMP/install.list" || rm -f "$IDIR/$old"
+done
+if [ "$LAYOUT" = binaries ] && [ -d "$IDIR/gvisor-bin" ] && grep -q '^gvisor-bin/' "$OURS"; then
     rmdir "$IDIR/gvisor-bin" 2>/dev/null || true
 fi
 
@@ -290,5 +400,6 @@ fi
     printf '%s\n' "$sources" | sed '/^$/d'
     printf '%s\n' "$files" | sed '/^$/d'
 } | gvz_atomic_write "$STAMP" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
+rm -f "$INSTALLING"
 
 gvz_log "installed gVisor $GVISOR_VERSION ($ARCH, $LAYOUT) into $INSTALL_DIR: runsc $(awk '$1 == "file" && $3 == "runsc" { print substr($2, 1, 16) }' "$STAMP")..."

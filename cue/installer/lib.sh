@@ -427,6 +427,72 @@ gvz_dump_has_runtime() {
     gvz_dump_headers "$1" | grep -qxF -e "$2.runtimes.$3" -e "$2.runtimes.\"$3\""
 }
 
+# gvz_handler_keys FILE TABLE : the runtime handler TABLE (e.g. <prefix>.runtimes.runsc) of a config or a dump, as
+# sorted `key = value` lines, its subtables' keys prefixed (`options.ConfigPath = "..."`), quotes normalised to double,
+# an array or inline table spread over several lines joined: what containerd would run the handler with.
+gvz_handler_keys() {
+    awk -v t="$2" '
+        function norm(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
+        BEGIN { tq = t; sub(/\.[^.]*$/, "", tq); name = t; sub(/^.*\./, "", name); tq = tq ".\"" name "\"" }
+        /^[ \t]*\[/ {
+            h = norm($0); cur = ""
+            if (h == t || h == tq) cur = "."
+            else if (index(h, t ".") == 1) cur = substr(h, length(t) + 2) "."
+            else if (index(h, tq ".") == 1) cur = substr(h, length(tq) + 2) "."
+            next
+        }
+        cur == "" { next }
+        {
+            line = $0; sub(/^[ \t]+/, "", line); sub(/[ \t]+$/, "", line)
+            if (line == "" || line ~ /^#/) next
+            n = index(line, "=")
+            if (n == 0 || open) { if (last) val[last] = val[last] " " line; if (line ~ /[]}]$/) open = 0; next }
+            key = substr(line, 1, n - 1); sub(/[ \t]+$/, "", key); gsub(/\047/, "\"", key)
+            v = substr(line, n + 1); sub(/^[ \t]+/, "", v); gsub(/\047/, "\"", v)
+            last = (cur == "." ? "" : cur) key; val[last] = v
+            open = (v ~ /^[[{]/ && v !~ /[]}]$/)
+        }
+        END { for (k in val) print k " = " val[k] }' "$1" | sort
+}
+
+# gvz_judge_handler EXPECTED EFFECTIVE : compares two gvz_handler_keys listings, the handler gvisorgen's block defines
+# and the one containerd would use. Prints one line per difference (a key with another value, a key gvisorgen's block
+# does not set with a non-zero value, a key of the block missing), the handler's own keys before its options';
+# status 1 when there is any. Every key the
+# block does not set must keep containerd's zero value ("", 0, false, [], {}): anything else (a BinaryName, a
+# base_runtime_spec, a snapshotter...) changes what runs, and is not gvisorgen's to vouch for.
+gvz_judge_handler() {
+    awk '
+        { k = $0; sub(/ = .*/, "", k); v = substr($0, length(k) + 4) }
+        NR == FNR { want[k] = v; next }
+        function out(k, s) { print (index(k, ".") ? 1 : 0) "\t" s }
+        { seen[k] = 1
+          if (k in want) { if (v != want[k]) out(k, k " = " v " (gvisorgen: " want[k] ")") }
+          else if (v !~ /^(""|0|false|\[ *\]|\{ *\})$/) out(k, k " = " v " (gvisorgen sets no " k ")") }
+        END { for (k in want) if (!(k in seen)) out(k, k " is not set (gvisorgen: " want[k] ")") }' "$1" "$2" | sort | cut -f 2- >"$GVZ_TMP/judge"
+    cat "$GVZ_TMP/judge"
+    [ ! -s "$GVZ_TMP/judge" ]
+}
+
+# gvz_import_files PATTERNS : every file the imports patterns (one per line, absolute: gvz_imports) match on the host
+# now, in glob order, without CONTAINERD_CONFIG and gvisorgen's own files next to it; one host path per line.
+gvz_import_files() {
+    # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, in glob order
+    gvz_host sh -c 'while IFS= read -r p; do for f in $p; do [ ! -f "$f" ] || echo "$f"; done; done' <"$1" |
+        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="$GVZ_APPLIED" -v d="$GVZ_BACKUP" \
+            '$0 != a && $0 != b && $0 != c && $0 != d && !seen[$0]++'
+}
+
+# gvz_handler_files BASE PATTERNS NAME : the files that define the runtime handler NAME: BASE (the config without
+# gvisorgen's block, named CONTAINERD_CONFIG) and every imported file whose text names a runtimes.NAME table or key.
+gvz_handler_files() {
+    _re="runtimes[.][\"']?$3[\"']?([].[:space:]=]|\$)"
+    if grep -qE "$_re" "$1"; then echo "$CONTAINERD_CONFIG"; fi
+    gvz_import_files "$2" | while IFS= read -r _f; do
+        if gvz_host grep -qE "$_re" "$_f" 2>/dev/null; then echo "$_f"; fi
+    done
+}
+
 # gvz_grpc_address DUMP : the socket containerd listens on, from a dump (1.x: [grpc]; 2.x: server.v1.grpc plugin).
 gvz_grpc_address() {
     _a=$(gvz_dump_key "$1" grpc address)
@@ -692,6 +758,7 @@ gvz_unlock() {
 #                                       folder, RUNSC_CONFIG's folder, STATE_DIR), or the staging folder of RUNSC_CONFIG's
 #                                       folder (holding only .gvisorgen-created)
 #   INSTALL_DIR/.gvisorgen-probe.<pid>  the writability probe
+#   INSTALL_DIR/.gvisorgen-foreign.new.<pid>  the aside folder of a takeover of foreign binaries, before its rename
 #   STATE_DIR/.gvisorgen-ca.<pid>.pem   the CA bundle for the host's curl
 #   STATE_DIR/lock.stale.<pid>          a stale lock being broken (holding only its holder file)
 #   CONTAINERD_CONFIG.gvisorgen-check   the candidate being validated (no pid: the lock alone proves its maker gone)
@@ -746,6 +813,8 @@ gvz_clean_leftovers() {
     _gvz_d=$HOST_ROOT$INSTALL_DIR
     if [ -d "$_gvz_d" ]; then
         for _gvz_f in "$_gvz_d"/.gvisorgen-probe.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}"; done
+        # the aside folder of a takeover killed before it was renamed into place holds its manifest only
+        for _gvz_f in "$_gvz_d"/.gvisorgen-foreign.new.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" manifest; done
         if [ -d "$_gvz_d/gvisor-bin" ] && [ ! -L "$_gvz_d/gvisor-bin" ]; then
             find "$_gvz_d/gvisor-bin" -type f -name '.?*.gvisorgen-tmp.*' | while IFS= read -r _gvz_f; do
                 gvz_sweep "$_gvz_f" "${_gvz_f##*.}"
@@ -768,6 +837,25 @@ gvz_clean_leftovers() {
         [ "$_gvz_f" != "$GVZ_TMP" ] || continue
         _gvz_p=${_gvz_f##*/gvisorgen.}
         gvz_sweep "$_gvz_f" "${_gvz_p%%.*}" "*"
+    done
+}
+
+# gvz_describe BASE NAME : one line per path of BASE/NAME (NAME itself and, for a folder, everything in it, sorted by
+# path): its type, mode, owner, and a file's sha512 or a symlink's target. install-runsc writes these lines into the
+# manifest of the binaries it moves aside; uninstall-runsc compares them with what it gave back.
+gvz_describe() {
+    (cd "$1" && find "$2" | sort) | while IFS= read -r _gvz_p; do
+        _gvz_q=$1/$_gvz_p
+        _gvz_s=$(stat -c '%a %u:%g' "$_gvz_q")
+        if [ -L "$_gvz_q" ]; then
+            printf 'link %s %s -> %s\n' "$_gvz_s" "$_gvz_p" "$(readlink "$_gvz_q")"
+        elif [ -f "$_gvz_q" ]; then
+            printf 'file %s %s %s\n' "$_gvz_s" "$(gvz_sha512 "$_gvz_q")" "$_gvz_p"
+        elif [ -d "$_gvz_q" ]; then
+            printf 'dir %s %s\n' "$_gvz_s" "$_gvz_p"
+        else
+            printf 'other %s %s %s\n' "$_gvz_s" "$(stat -c %F "$_gvz_q")" "$_gvz_p"
+        fi
     done
 }
 

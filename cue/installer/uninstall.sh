@@ -3,13 +3,23 @@
 #
 # Removes what gvisorgen put on the node: the managed block in CONTAINERD_CONFIG (validated with the host's
 # containerd before the swap: dump exits 0 and still shows the default runtime), RUNSC_CONFIG (only when gvisorgen
-# wrote it), the files listed in the stamp (runsc, containerd-shim-runsc-v1, gvisor-bin/...), the stamp and the
-# applied marker; restarts containerd last, only when the config changed, waits for CRI, and rolls the config back on
-# failure. A runsc runtime written by hand (outside the block) and runsc binaries gvisorgen did not install are left.
+# wrote it), the files listed in the stamp and in install-runsc's record of an install that did not finish
+# (.gvisorgen-runsc.installing): runsc, containerd-shim-runsc-v1, gvisor-bin/..., then the stamp and the record; restarts
+# containerd, only when the config changed (or an earlier uninstall changed it and was not seen through: the applied
+# marker, which goes only after a verified restart, names another config), waits for CRI, and rolls the config back on
+# failure. Once containerd serves CRI with the config as restored, the applied marker and the backup
+# CONTAINERD_CONFIG.gvisorgen-backup go too (the backup is the config before gvisorgen first changed it: the restored
+# config is that plus whatever was edited since, so it has served its purpose; it stays when CRI is not verified).
+# Last, binaries that install-runsc moved aside when it took a foreign install over (ADOPT_FOREIGN_RUNSC=true) are
+# given back into INSTALL_DIR by rename from INSTALL_DIR/.gvisorgen-foreign/, checked against its manifest (type,
+# mode, owner, sha512), and the folder is removed; only after the restart, so the running containerd never has
+# gvisorgen's runtime with them. A runsc runtime written by hand (outside the block) and runsc binaries gvisorgen did
+# not install are left.
 # Refuses, changing nothing, while any container with runtime io.containerd.runsc.v1 exists on the node (drain the
 # gVisor pods first: cordon the node and delete the pods with runtimeClassName gvisor); the pod retries by itself.
 # Environment: HOST_ROOT HOST_EXEC GVISOR_MODE=uninstall INSTALL_DIR CONTAINERD_CONFIG RUNSC_CONFIG STATE_DIR
-#   RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS (see README.md).
+#   RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS (see README.md). What was moved aside is given back whatever
+#   ADOPT_FOREIGN_RUNSC says now.
 set -eu
 GVZ_NAME=uninstall-runsc
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -145,26 +155,93 @@ if [ -f "$RCFG" ]; then
         gvz_log "$RUNSC_CONFIG was not written by gvisorgen; left in place"
     fi
 fi
-if [ -f "$STAMP" ]; then
-    awk '$1 == "file" { print $3 }' "$STAMP" | while IFS= read -r f; do
+# The files of an install that did not finish (install-runsc's record, written before its first file) are gvisorgen's
+# too. Both lists go before anything is given back (below), so a run killed in between never removes what it gave back.
+INSTALLING=$IDIR/.gvisorgen-runsc.installing
+if [ -f "$STAMP" ] || [ -f "$INSTALLING" ]; then
+    cat "$STAMP" "$INSTALLING" 2>/dev/null | awk '$1 == "file" { print $3 }' | sort -u | while IFS= read -r f; do
         case $f in /* | *..*) continue ;; esac
         rm -f "$IDIR/$f"
     done
     rmdir "$IDIR/gvisor-bin" 2>/dev/null || true
-    rm -f "$STAMP"
+    rm -f "$STAMP" "$INSTALLING"
     gvz_log "removed runsc, containerd-shim-runsc-v1 and the stamp from $INSTALL_DIR"
 else
     gvz_log "no gvisorgen stamp in $INSTALL_DIR: no binaries of gvisorgen's to remove"
 fi
-rm -f "$HOST_ROOT$GVZ_APPLIED" "$HOST_ROOT$GVZ_RESTARTED_FOR"
 
-# --- restart last ----------------------------------------------------------------------------------------------------
-if [ -n "$changed" ]; then
+# --- restart ---------------------------------------------------------------------------------------------------------
+# The applied marker (the digest of the config containerd was seen serving CRI with) goes only after a verified
+# restart: a run killed between the swap and that point leaves it, and the next run, which finds no block to remove,
+# restarts containerd then, since the marker names another config than the one on disk. A config gvisorgen never
+# changed (a hand-written runtime kept) is the one the marker names: no restart.
+APPLIED=$HOST_ROOT$GVZ_APPLIED
+restart=$changed
+if [ -z "$restart" ] && [ -f "$APPLIED" ] && [ -f "$CFG" ] && [ "$(head -n 1 "$APPLIED")" != "$(gvz_sha512 "$CFG")" ]; then
+    gvz_log "containerd was last seen serving CRI with another $CONTAINERD_CONFIG than the one on disk (an earlier uninstall removed gvisorgen's block and did not finish): restarting it"
+    restart=1
+fi
+if [ -n "$restart" ]; then
     if ! gvz_restart_containerd "$addr"; then
+        if [ -z "$changed" ]; then
+            gvz_die "containerd does not come back with $CONTAINERD_CONFIG; the node needs attention (systemctl status containerd; journalctl -u containerd)"
+        fi
         gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
         gvz_log "rolled back: restored $CONTAINERD_CONFIG with gvisorgen's block (the binaries are gone; runsc pods cannot start)"
         gvz_restart_containerd "$addr" || gvz_die "containerd does not come back, even after the rollback; the node needs attention"
         gvz_die "containerd did not come back without the runsc runtime; rolled back the config and containerd runs again"
     fi
+fi
+rm -f "$APPLIED" "$HOST_ROOT$GVZ_RESTARTED_FOR"
+# The backup is the config before gvisorgen first changed it; the config as restored is that plus whatever was edited
+# since (which the backup lacks). Once containerd serves CRI with it, nothing needs the backup any more; when that is
+# not verified (containerd down, no restart was due), it stays for an admin to compare, and the next uninstall
+# removes it.
+if [ -f "$HOST_ROOT$GVZ_BACKUP" ] && [ ! -L "$HOST_ROOT$GVZ_BACKUP" ]; then
+    if [ -n "$restart" ] || gvz_cri_ok "$addr"; then
+        rm -f "$HOST_ROOT$GVZ_BACKUP"
+        gvz_log "removed $GVZ_BACKUP: containerd serves CRI with $CONTAINERD_CONFIG as restored"
+    else
+        gvz_log "kept $GVZ_BACKUP: containerd does not serve CRI on $addr, so $CONTAINERD_CONFIG as restored is not verified"
+    fi
+fi
+
+# --- give back what install-runsc moved aside ------------------------------------------------------------------------
+ASIDE=$IDIR/.gvisorgen-foreign
+if [ -L "$ASIDE" ] || { [ -e "$ASIDE" ] && [ ! -d "$ASIDE" ]; }; then
+    gvz_log "$INSTALL_DIR/.gvisorgen-foreign is not a folder gvisorgen made; left in place"
+elif [ -d "$ASIDE" ] && [ ! -f "$ASIDE/manifest" ]; then
+    # emptied by an earlier uninstall killed before it removed the folder
+    if [ -z "$(ls -A "$ASIDE")" ]; then
+        rmdir "$ASIDE" && gvz_log "removed the empty $INSTALL_DIR/.gvisorgen-foreign"
+    else
+        gvz_log "$INSTALL_DIR/.gvisorgen-foreign holds files but no manifest; left in place"
+    fi
+elif [ -d "$ASIDE" ]; then
+    back=""
+    moved=$(awk '$1 == "moved" { print $2 }' "$ASIDE/manifest")
+    for n in $moved; do
+        case $n in runsc | containerd-shim-runsc-v1 | gvisor-bin) ;; *) gvz_die "$INSTALL_DIR/.gvisorgen-foreign/manifest names '$n', which install-runsc never moves aside; fix or remove the folder by hand" ;; esac
+        back="$back $n"
+        if [ ! -e "$ASIDE/$n" ] && [ ! -L "$ASIDE/$n" ]; then continue; fi
+        if [ -e "$IDIR/$n" ] || [ -L "$IDIR/$n" ]; then
+            gvz_die "cannot give back $INSTALL_DIR/$n (moved aside into $INSTALL_DIR/.gvisorgen-foreign/ when gvisorgen took the install over): $INSTALL_DIR/$n exists again and is not gvisorgen's (no stamp names it); move one of them away, the uninstall retries by itself"
+        fi
+        mv "$ASIDE/$n" "$IDIR/$n" || gvz_die "cannot move $INSTALL_DIR/.gvisorgen-foreign/$n back to $INSTALL_DIR/$n"
+    done
+    back=${back# }
+    # only_in A B : the first lines of A that B does not hold, on one line
+    only_in() { awk -v b="$2" 'FILENAME == b { h[$0] = 1; next } !($0 in h)' "$2" "$1" | head -n 3 | tr '\n' ';'; }
+    grep -v -e '^#' -e '^moved ' "$ASIDE/manifest" >"$T/aside.want" || true
+    for n in $back; do
+        if [ -e "$IDIR/$n" ] || [ -L "$IDIR/$n" ]; then gvz_describe "$IDIR" "$n"; fi
+    done >"$T/aside.got"
+    if cmp -s "$T/aside.want" "$T/aside.got"; then
+        gvz_log "gave back $(for n in $back; do printf '%s ' "$INSTALL_DIR/$n"; done)as install-runsc found them (type, mode, owner, sha512 as its manifest records)"
+    else
+        gvz_log "WARNING: gave back what $INSTALL_DIR/.gvisorgen-foreign/ held, but it is not what install-runsc moved aside (changed or removed meanwhile); recorded: $(only_in "$T/aside.want" "$T/aside.got") found: $(only_in "$T/aside.got" "$T/aside.want")"
+    fi
+    rm -f "$ASIDE/manifest"
+    if [ -z "$(ls -A "$ASIDE")" ]; then rmdir "$ASIDE"; else gvz_log "$INSTALL_DIR/.gvisorgen-foreign holds more than install-runsc put there; left in place"; fi
 fi
 gvz_log "done: gVisor is removed from this node"

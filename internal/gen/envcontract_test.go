@@ -175,7 +175,7 @@ func TestInstallerEnvContract(t *testing.T) {
 
 	// The node tests set only contract variables.
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "ci/node/*_test.go"))
-	varRE := regexp.MustCompile(`"((?:GVISOR|HOST|INSTALL|CONTAINERD|RUNSC|STATE|DOWNLOAD|RESTART|LOCK)_[A-Z0-9_]+)"`)
+	varRE := regexp.MustCompile(`"((?:GVISOR|HOST|INSTALL|CONTAINERD|RUNSC|STATE|DOWNLOAD|RESTART|LOCK|ADOPT)_[A-Z0-9_]+)"`)
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
 		for _, m := range varRE.FindAllStringSubmatch(string(b), -1) {
