@@ -12,6 +12,7 @@ import (
 
 	"github.com/gvisorgen/gvisorgen/internal/gen"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // inputFlags are accepted the same way by every command that evaluates.
@@ -22,6 +23,7 @@ type inputFlags struct {
 	targets []string
 	noCache bool
 	timings bool
+	verbose bool
 }
 
 func (f *inputFlags) register(cmd *cobra.Command, cached bool) {
@@ -34,6 +36,11 @@ func (f *inputFlags) register(cmd *cobra.Command, cached bool) {
 		fl.BoolVar(&f.noCache, "no-cache", false, "always evaluate: neither read nor write the cache of fresh trees (also GVISORGEN_CACHE=off)")
 		fl.BoolVar(&f.timings, "timings", false, "print how long each phase took to stderr")
 	}
+}
+
+// registerVerbose adds -v to a command that prints vet's warnings.
+func (f *inputFlags) registerVerbose(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (by default, warnings about the unchanged example targets are folded into one line per cause)")
 }
 
 // options reads stdin when a values file is "-".
@@ -70,19 +77,16 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-// printRun prints what every run prints: vet's warnings, once each, and the
-// phases with --timings.
+// printRun prints what every run prints: vet's warnings, once each, grouped
+// by cause (warn.Lines: those about the unchanged example targets folded,
+// unless -v), and the phases with --timings.
 func printRun(cmd *cobra.Command, in *inputFlags, rep *gen.Report) {
 	if rep == nil {
 		return
 	}
 	w := cmd.ErrOrStderr()
-	seen := map[string]bool{}
-	for _, warn := range rep.Warnings {
-		if !seen[warn] {
-			seen[warn] = true
-			fmt.Fprintf(w, "warning: %s\n", warn)
-		}
+	for _, line := range warn.Lines(rep.Warnings, in.verbose) {
+		fmt.Fprintf(w, "warning: %s\n", line)
 	}
 	if in.timings {
 		var parts []string
@@ -120,6 +124,7 @@ func newGenerate() *cobra.Command {
 		},
 	}
 	in.register(cmd, true)
+	in.registerVerbose(cmd)
 	return cmd
 }
 
@@ -159,6 +164,7 @@ func newCheck() *cobra.Command {
 		},
 	}
 	in.register(cmd, true)
+	in.registerVerbose(cmd)
 	return cmd
 }
 
@@ -204,6 +210,7 @@ e.g. the output of kustomize build over an overlay with your own patches.`,
 		},
 	}
 	in.register(cmd, false)
+	in.registerVerbose(cmd)
 	cmd.Flags().StringVar(&manifests, "manifests", "", "validate rendered objects from a file, a folder, or - (stdin)")
 	return cmd
 }

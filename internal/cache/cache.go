@@ -31,6 +31,7 @@ import (
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // maxEntries is how many entries the cache folder keeps; the least recently
@@ -49,8 +50,9 @@ type Entry struct {
 	Roots []string `json:"roots"`
 	// Files are the wanted files, in the run's order.
 	Files []File `json:"files"`
-	// Warnings are what the run warned about, printed again on a hit.
-	Warnings []string `json:"warnings,omitempty"`
+	// Warnings are what the run warned about, printed again on a hit (and
+	// grouped again: they are kept whole, cause, target and all).
+	Warnings []warn.Warning `json:"warnings,omitempty"`
 }
 
 // File is one wanted file.
@@ -458,7 +460,7 @@ func (s *Session) Lookup() *Entry {
 // changed and changed back (the run may have read the in-between content, and
 // the key would not show it): an input written during the run is enough.
 // Errors writing the cache are ignored.
-func (s *Session) Store(targets int, roots []string, files []tree.File, warnings []string) {
+func (s *Session) Store(targets int, roots []string, files []tree.File, warnings []warn.Warning) {
 	if s == nil {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // write writes a file an hour old, as inputs are when nobody edits them
@@ -508,9 +510,19 @@ func TestSessionStoreAndHit(t *testing.T) {
 	if s.Lookup() != nil {
 		t.Fatal("hit in an empty cache")
 	}
-	s.Store(1, roots, files, nil)
-	if e := Open(opts, false, &log).Lookup(); e == nil || e.Targets != 1 || len(e.Files) != 2 {
+	// Warnings come back whole (cause, target, example mark and all): a hit
+	// groups them as the run did.
+	warns := []warn.Warning{
+		{Cause: warn.Unpinned, Target: "kind", Subject: "gvisor.release.sha512", Message: "target kind: m1", Action: "run `gvisorgen pin`", Example: true},
+		{Cause: warn.Waived, Target: "kind", Subject: "unpinned-image", Message: "target kind: m2", Action: "why"},
+	}
+	s.Store(1, roots, files, warns)
+	e := Open(opts, false, &log).Lookup()
+	if e == nil || e.Targets != 1 || len(e.Files) != 2 {
 		t.Fatalf("no hit after Store: %+v\n%s", e, log.String())
+	}
+	if !slices.Equal(e.Warnings, warns) {
+		t.Errorf("warnings after a hit: %+v, want %+v", e.Warnings, warns)
 	}
 	// A full run has another key.
 	if Open(baseOpts(), false, &log).Lookup() != nil {

@@ -24,7 +24,7 @@ import (
 
 // Version names the key's encoding and the entry's format; changing either
 // changes it.
-const Version = "gvisorgen-tree-cache/v2"
+const Version = "gvisorgen-tree-cache/v3" // v3: warnings are structured (warn.Warning), not lines
 
 // envKeys are the environment variables that can change what CUE evaluates
 // to; their values are part of the key.

@@ -63,6 +63,9 @@ type Target struct {
 	Delivery []Object
 	// Smoke are the target's smoke-test objects (smoke/).
 	Smoke []Object
+	// Example says that the target is one of the module's shipped examples,
+	// as shipped (see shippedExample): its warnings may be folded.
+	Example bool
 }
 
 // Result is the evaluation of every selected target, sorted by name.

@@ -187,7 +187,7 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 	if err != nil {
 		return nil, targetErr(t.name, err)
 	}
-	out := &Target{Name: t.name, Profile: profile, Values: values}
+	out := &Target{Name: t.name, Profile: profile, Values: values, Example: len(user) == 0 && shippedExample(t, profile)}
 	for i, part := range []struct {
 		def cue.Value
 		dst *[]Object

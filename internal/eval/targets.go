@@ -119,3 +119,76 @@ func (e *Evaluator) rel(p any) string {
 	}
 	return fmt.Sprint(p)
 }
+
+// ExampleMark starts the reason of every waiver the module's shipped example
+// targets carry (cue/targets.cue: "example target: run `gvisorgen pin` …").
+const ExampleMark = "example target"
+
+// shippedExample says whether a target is one of the module's shipped
+// examples in its shipped form, the only targets whose warnings a run may fold
+// (a warning about a target the user added or changed is never folded away).
+// The rule, read from the target's own declaration (not its evaluated values):
+//   - the target is named after its profile (the module ships one example per
+//     profile: kind, gke, eks, aks), so a target the user adds, under any
+//     other name, is never one;
+//   - its declaration sets nothing but its profile and waivers whose reason
+//     starts with ExampleMark, so any value the user sets on it (a version, a
+//     node selector, a waiver of their own) makes it theirs.
+//
+// The caller adds: no -f or --set in the run (they change every target), and
+// gen adds: no patches in the target's overlay.
+//
+// Why this rule: the examples' own warnings are findings too (kind, whose
+// profile does not require pins, warns about its unpinned release and
+// images), so "fold only waivers" would still bury a fresh clone's first
+// screen; and the file a target is declared in cannot tell, since the user may
+// declare their clusters inline in cue/targets.cue beside the examples. What
+// is folded is thus exactly what the module ships, untouched. Changes to the
+// module's defaults (cue/values.cue, cue/profiles.cue, cue/pins.cue) leave the
+// examples examples: their warnings are still about the examples.
+func shippedExample(t source, profile string) bool {
+	if t.name != profile {
+		return false
+	}
+	it, err := t.val.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for it.Next() {
+		switch it.Selector().Unquoted() {
+		case "profile":
+		case "policy":
+			if !exampleWaivers(it.Value()) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// exampleWaivers says whether a declaration's policy holds only waivers
+// marked as an example's.
+func exampleWaivers(policy cue.Value) bool {
+	it, err := policy.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for it.Next() {
+		if it.Selector().Unquoted() != "waive" {
+			return false
+		}
+		ws, err := it.Value().Fields(cue.Optional(true))
+		if err != nil {
+			return false
+		}
+		for ws.Next() {
+			reason, err := ws.Value().String()
+			if err != nil || !strings.HasPrefix(reason, ExampleMark) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -81,6 +81,7 @@ func Build(opts eval.Options) (*Output, error) {
 	out := &Output{Result: res, Vet: rep}
 	rd := render.NewRenderer()
 	var final vet.Report
+	patched := map[string]bool{}
 	for _, t := range res.Targets {
 		r, err := rd.Target(opts.Root, t)
 		if err != nil {
@@ -89,6 +90,7 @@ func Build(opts eval.Options) (*Output, error) {
 		out.Files = append(out.Files, r.Files...)
 		out.Roots = append(out.Roots, layout.Roots(t.Name)...)
 		if len(r.Patches) > 0 {
+			patched[t.Name] = true
 			// What syncs is the overlay after the user's patches: the same
 			// rules hold for it.
 			lap(&tm.Render)
@@ -102,6 +104,13 @@ func Build(opts eval.Options) (*Output, error) {
 	final.Objects = 0 // the same objects, counted once
 	out.Vet.Merge(final)
 	out.Vet.Warnings = append(out.Vet.Warnings, vet.WaiverNotes(res.Targets, out.Vet)...)
+	// A target with patches of the user's is theirs, not a shipped example:
+	// its warnings are never folded.
+	for i, w := range out.Vet.Warnings {
+		if patched[w.Target] {
+			out.Vet.Warnings[i].Example = false
+		}
+	}
 	if len(opts.Only) == 0 {
 		// The fleet-wide objects sit directly in delivery/.
 		fleet, err := render.Plain(layout.DeliveryDir, res.Fleet)

@@ -32,7 +32,7 @@ func TestHeavyTestsExist(t *testing.T) {
 		src.Write(b)
 	}
 	for _, name := range strings.Split(string(m[1]), "|") {
-		if !regexp.MustCompile(`\nfunc `+name+`\((t \*testing\.T|f \*testing\.F)\) \{`).MatchString(src.String()) {
+		if !regexp.MustCompile(`\nfunc ` + name + `\((t \*testing\.T|f \*testing\.F)\) \{`).MatchString(src.String()) {
 			t.Errorf("HEAVY_TESTS names %s, which is no test of internal/gen or cmd/gvisorgen", name)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gvisorgen/gvisorgen/internal/docs"
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // TestProfileAddedInCUEAlone: a profile declared only in CUE (#ProfileFacts
@@ -103,7 +104,7 @@ targets: dc1: profile: "onprem"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(out.Vet.Warnings, "\n"), "target dc1: gvisor.release.sha512 pins no digest") {
+	if !strings.Contains(strings.Join(warn.Lines(out.Vet.Warnings, true), "\n"), "target dc1: gvisor.release.sha512 pins no digest") {
 		t.Errorf("no pin warning for dc1: %v", out.Vet.Warnings)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 	"github.com/gvisorgen/gvisorgen/internal/vet"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // Mode is what a run does with the wanted tree.
@@ -44,8 +45,9 @@ type Report struct {
 	// Changes: for Generate the changes made, for Check the differences.
 	Changes  []tree.Change
 	CacheHit bool
-	// Warnings are vet's warnings: values that evaluate but weaken a cluster.
-	Warnings []string
+	// Warnings are vet's warnings: values that evaluate but weaken a cluster
+	// (warn.Lines prints them).
+	Warnings []warn.Warning
 	Phases   []Phase
 	// Output is the wanted tree (nil on a cache hit).
 	Output *Output

@@ -138,7 +138,9 @@ func TestReleaseSHA512(t *testing.T) {
 	closed := "https://" + closedPort(t)
 	noCA := newSource(t, "")
 	slow := newSource(t, ca)
-	slow.timeout = 300 * time.Millisecond
+	// long enough for a TLS handshake on a loaded machine (300 ms failed once at load 5.5 on 2 cores), far below the
+	// slow handler's 10 s
+	slow.timeout = 2 * time.Second
 
 	for _, tc := range []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // containerdFindings warns when a target's gVisor release needs a newer
@@ -15,7 +16,7 @@ import (
 // against gvisor.host.containerd (the profile's known floor, or the user's).
 // A warning, not an error: the installer refuses such a node by itself
 // before installing anything (CONTAINERD_MIN_VERSION), so no node breaks.
-func containerdFindings(t eval.Target) []string {
+func containerdFindings(t eval.Target) []warn.Warning {
 	var v struct {
 		Gvisor struct {
 			Enabled bool   `json:"enabled"`
@@ -32,18 +33,18 @@ func containerdFindings(t eval.Target) []string {
 	if json.Unmarshal(t.Values, &v) != nil || !v.Gvisor.Enabled {
 		return nil
 	}
-	var out []string
+	var out []warn.Warning
 	if v.Gvisor.Host.AdoptForeignRunsc {
 		// The installer's default refuses a runsc it did not make; with this on, what the node already has is used
 		// as it is, and nothing the generator renders (runsc flags, vet's isolation policy) reaches that handler.
-		out = append(out, fmt.Sprintf("target %s: gvisor.host.adoptForeignRunsc is true: a runsc runtime handler the nodes already have (not gvisorgen's) is used as it is, without gvisor.runsc.config and without vet's runsc-isolation policy, and foreign runsc binaries are replaced by the verified release (given back on uninstall); you vouch that such a handler runs gVisor (README, \"A runsc install gvisorgen did not make\")", t.Name))
+		out = append(out, warn.Warning{Cause: warn.AdoptForeignRunsc, Target: t.Name, Example: t.Example, Subject: "gvisor.host.adoptForeignRunsc", Action: "set gvisor.host.adoptForeignRunsc only where such a handler runs gVisor", Message: fmt.Sprintf("target %s: gvisor.host.adoptForeignRunsc is true: a runsc runtime handler the nodes already have (not gvisorgen's) is used as it is, without gvisor.runsc.config and without vet's runsc-isolation policy, and foreign runsc binaries are replaced by the verified release (given back on uninstall); you vouch that such a handler runs gVisor (README, \"A runsc install gvisorgen did not make\")", t.Name)})
 	}
 	floor, nodes := v.Gvisor.Release.ContainerdFloor, v.Gvisor.Host.Containerd
 	if floor == "" || nodes == "" || !VersionLess(nodes, floor) {
 		return out
 	}
-	return append(out, fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (README, \"containerd versions\"); if every node runs containerd >= %s, set gvisor.host.containerd to it",
-		t.Name, v.Gvisor.Version, floor, nodes, floor))
+	return append(out, warn.Warning{Cause: warn.ContainerdFloor, Target: t.Name, Example: t.Example, Subject: "gvisor.host.containerd", Action: "upgrade the nodes' containerd or pin an older gvisor.version", Message: fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (README, \"containerd versions\"); if every node runs containerd >= %s, set gvisor.host.containerd to it",
+		t.Name, v.Gvisor.Version, floor, nodes, floor)})
 }
 
 // VersionLess compares containerd versions MAJOR.MINOR[.PATCH] numerically

@@ -16,16 +16,16 @@ func TestContainerdFindings(t *testing.T) {
 	}
 	w := containerdFindings(val("true", "1.7.0", "1.6"))
 	if len(w) != 1 {
-		t.Fatalf("want one warning, got %q", w)
+		t.Fatalf("want one warning, got %+v", w)
 	}
 	for _, s := range []string{"target x: gVisor 20260801's shim needs containerd >= 1.7.0", "may run containerd 1.6", "upgrade those nodes' containerd", "pin gvisor.version", "set gvisor.host.containerd"} {
-		if !strings.Contains(w[0], s) {
-			t.Errorf("warning lacks %q: %s", s, w[0])
+		if !strings.Contains(w[0].Message, s) {
+			t.Errorf("warning lacks %q: %s", s, w[0].Message)
 		}
 	}
 	for _, c := range [][3]string{{"true", "1.7.0", "1.7"}, {"true", "1.7.0", "2.0"}, {"true", "", "1.6"}, {"false", "1.7.0", "1.6"}, {"true", "1.7.0", "1.7.0"}} {
 		if w := containerdFindings(val(c[0], c[1], c[2])); len(w) != 0 {
-			t.Errorf("enabled %s floor %q nodes %s: want nothing, got %q", c[0], c[1], c[2], w)
+			t.Errorf("enabled %s floor %q nodes %s: want nothing, got %+v", c[0], c[1], c[2], w)
 		}
 	}
 	for _, c := range []struct {
@@ -46,16 +46,16 @@ func TestAdoptForeignRunscWarns(t *testing.T) {
 	}
 	w := containerdFindings(val("true", "true"))
 	if len(w) != 1 {
-		t.Fatalf("want one warning, got %q", w)
+		t.Fatalf("want one warning, got %+v", w)
 	}
 	for _, s := range []string{"target x: gvisor.host.adoptForeignRunsc is true", "without gvisor.runsc.config", "runsc-isolation", "you vouch"} {
-		if !strings.Contains(w[0], s) {
-			t.Errorf("warning lacks %q: %s", s, w[0])
+		if !strings.Contains(w[0].Message, s) {
+			t.Errorf("warning lacks %q: %s", s, w[0].Message)
 		}
 	}
 	for _, c := range [][2]string{{"true", "false"}, {"false", "true"}} {
 		if w := containerdFindings(val(c[0], c[1])); len(w) != 0 {
-			t.Errorf("enabled %s adopt %s: want nothing, got %q", c[0], c[1], w)
+			t.Errorf("enabled %s adopt %s: want nothing, got %+v", c[0], c[1], w)
 		}
 	}
 }

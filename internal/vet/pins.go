@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // Supply chain: every artifact a node installs must be pinned (its sha512
@@ -94,9 +95,12 @@ func missing(v *Release) []string {
 	return out
 }
 
+// pinAction is what every unpinned warning asks for.
+const pinAction = "run `gvisorgen pin`"
+
 // pinFindings are a target's supply-chain errors (some are waivable
 // policies) and warnings.
-func pinFindings(t eval.Target) (errs []finding, warns []string) {
+func pinFindings(t eval.Target) (errs []finding, warns []warn.Warning) {
 	v, err := ReleaseOf(t.Values)
 	if err != nil || !v.Gvisor.Enabled {
 		return nil, nil
@@ -113,8 +117,9 @@ func pinFindings(t eval.Target) (errs []finding, warns []string) {
 			errs = append(errs, finding{policy: "unpinned-release", msg: fmt.Sprintf("gvisorgen policy unpinned-release: gvisor.release.sha512 pins no digest for %s of release %s, and the profile %s requires pins: run `gvisorgen pin` (it writes cue/pins.cue from the published digests, fetched over verified TLS), or waive unpinned-release with a reason",
 				list, v.Gvisor.Version, t.Profile)})
 		default:
-			warns = append(warns, fmt.Sprintf("target %s: gvisor.release.sha512 pins no digest for %s of release %s: each node installs only what the host's curl fetched over verified TLS (the mirror and its CA are trusted); run `gvisorgen pin` to pin them",
-				t.Name, list, v.Gvisor.Version))
+			warns = append(warns, warn.Warning{Cause: warn.Unpinned, Target: t.Name, Subject: "gvisor.release.sha512", Action: pinAction, Example: t.Example,
+				Message: fmt.Sprintf("target %s: gvisor.release.sha512 pins no digest for %s of release %s: each node installs only what the host's curl fetched over verified TLS (the mirror and its CA are trusted); run `gvisorgen pin` to pin them",
+					t.Name, list, v.Gvisor.Version)})
 		}
 	}
 	for _, pi := range v.Images() {
@@ -126,7 +131,8 @@ func pinFindings(t eval.Target) (errs []finding, warns []string) {
 		if v.Policy.RequirePins {
 			errs = append(errs, finding{policy: "unpinned-image", msg: "gvisorgen policy unpinned-image: " + msg + "; run `gvisorgen pin` (it resolves the tag to its digest), or waive unpinned-image with a reason"})
 		} else {
-			warns = append(warns, fmt.Sprintf("target %s: %s; run `gvisorgen pin` to pin it", t.Name, msg))
+			warns = append(warns, warn.Warning{Cause: warn.Unpinned, Target: t.Name, Subject: pi.Field, Action: pinAction, Example: t.Example,
+				Message: fmt.Sprintf("target %s: %s; run `gvisorgen pin` to pin it", t.Name, msg)})
 		}
 	}
 	return errs, warns

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gvisorgen/gvisorgen/internal/tree"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // Merge adds another report's findings to r.
@@ -54,7 +55,10 @@ func Rendered(facts Facts, target string, patches []string, files []tree.File, w
 		}
 		where := fmt.Sprintf("target %s: %s %s", target, meta.Kind, meta.Metadata.Name)
 		if _, ok := types[meta.APIVersion+"/"+meta.Kind]; !ok {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s %s is not a type gvisorgen knows: not validated (%s)", where, meta.APIVersion, meta.Kind, by))
+			// Never an example's warning: only a patch adds such an object.
+			r.Warnings = append(r.Warnings, warn.Warning{Cause: warn.UnknownType, Target: target, Subject: meta.APIVersion + " " + meta.Kind,
+				Action:  "make sure the patches mean to add it",
+				Message: fmt.Sprintf("%s: %s %s is not a type gvisorgen knows: not validated (%s)", where, meta.APIVersion, meta.Kind, by)})
 			continue
 		}
 		r.Objects++

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // Runsc flags that weaken the sandbox's isolation, the one list vet reads
@@ -74,7 +75,7 @@ func (f RunscFlag) matches(name, value string) bool {
 
 // runscFindings holds a target's runsc flags (gvisor.runsc.config) to the
 // list: refused ones are policy runsc-isolation, the others warnings.
-func runscFindings(t eval.Target) (errs []finding, warns []string) {
+func runscFindings(t eval.Target) (errs []finding, warns []warn.Warning) {
 	var v struct {
 		Gvisor struct {
 			Enabled bool `json:"enabled"`
@@ -101,7 +102,8 @@ func runscFindings(t eval.Target) (errs []finding, warns []string) {
 			if f.Refuse {
 				errs = append(errs, finding{policy: "runsc-isolation", msg: "gvisorgen policy runsc-isolation: " + msg + "; remove it, or waive runsc-isolation with a reason"})
 			} else {
-				warns = append(warns, fmt.Sprintf("target %s: %s", t.Name, msg))
+				warns = append(warns, warn.Warning{Cause: warn.RunscFlag, Target: t.Name, Subject: n, Example: t.Example, Action: "remove it unless this cluster needs it",
+					Message: fmt.Sprintf("target %s: %s", t.Name, msg)})
 			}
 		}
 	}

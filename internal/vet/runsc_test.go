@@ -51,8 +51,8 @@ func TestRunscFindings(t *testing.T) {
 	if len(errs) != 1 || errs[0].policy != "runsc-isolation" || !strings.Contains(errs[0].msg, "host-uds = create") {
 		t.Errorf("errors: %+v", errs)
 	}
-	if len(warns) != 1 || !strings.HasPrefix(warns[0], "target x: gvisor.runsc.config net-raw = true weakens the sandbox") {
-		t.Errorf("warnings: %q", warns)
+	if len(warns) != 1 || !strings.HasPrefix(warns[0].Message, "target x: gvisor.runsc.config net-raw = true weakens the sandbox") {
+		t.Errorf("warnings: %+v", warns)
 	}
 	r := Targets([]eval.Target{{Name: "x", Values: []byte(`{"policy":{"waive":{"runsc-isolation":"debugging cluster"}},"gvisor":{"enabled":true,"runsc":{"config":{"host-uds":"all"}}}}`)}}, Facts{})
 	if len(r.Errors) != 0 {

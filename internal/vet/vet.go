@@ -16,13 +16,14 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/warn"
 )
 
 // Report is the outcome of vetting.
 type Report struct {
 	Objects  int
 	Errors   []string
-	Warnings []string
+	Warnings []warn.Warning
 	// Syntax are files that are not YAML at all (vet --manifests): no
 	// object of theirs was read.
 	Syntax []string
@@ -179,16 +180,20 @@ func (w *waiver) record(r *Report) {
 // WaiverNotes says, for each waiver of each target, what it let through, or
 // that nothing needs it: a waiver is visible in every run, not only in the
 // pull request that added it.
-func WaiverNotes(ts []eval.Target, r Report) []string {
-	var out []string
+func WaiverNotes(ts []eval.Target, r Report) []warn.Warning {
+	var out []warn.Warning
 	for _, t := range ts {
 		waive := Waivers(t.Values)
 		for _, id := range sortedKeys(waive) {
+			w := warn.Warning{Target: t.Name, Subject: id, Example: t.Example}
 			if r.Waived[[2]string{t.Name, id}] {
-				out = append(out, fmt.Sprintf("target %s: policy %s waived (%s): %s", t.Name, id, Policies[id], waive[id]))
+				w.Cause, w.Action = warn.Waived, waive[id]
+				w.Message = fmt.Sprintf("target %s: policy %s waived (%s): %s", t.Name, id, Policies[id], waive[id])
 			} else {
-				out = append(out, fmt.Sprintf("target %s: policy %s is waived but nothing breaks it: remove the waiver", t.Name, id))
+				w.Cause, w.Action = warn.UnusedWaiver, "remove the waiver"
+				w.Message = fmt.Sprintf("target %s: policy %s is waived but nothing breaks it: remove the waiver", t.Name, id)
 			}
+			out = append(out, w)
 		}
 	}
 	return out
