@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -119,6 +120,11 @@ func newGenerate() *cobra.Command {
 			for _, c := range rep.Changes {
 				fmt.Fprintf(w, "%-6s %s\n", verb(c.Action), c.Path)
 			}
+			// Never deleted, never trusted: said on every run until it goes.
+			for _, p := range rep.Foreign {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: not written by gvisorgen (no %q header), in a folder it writes: left as it is (gvisorgen never deletes a file it did not write); check reports it as stale until you delete or move it\n",
+					p, strings.TrimSpace(tree.Header))
+			}
 			fmt.Fprintf(w, "%d targets, %d files, %d changed\n", rep.Targets, rep.Files, len(rep.Changes))
 			return nil
 		},
@@ -157,6 +163,10 @@ func newCheck() *cobra.Command {
 				}
 				fmt.Fprintln(w)
 				for _, c := range rep.Changes {
+					if c.Action == tree.Foreign {
+						fmt.Fprintf(w, "foreign %s: not written by gvisorgen (no generated header): generate leaves it; delete or move it\n", c.Path)
+						continue
+					}
 					fmt.Fprint(w, c.UnifiedDiff())
 				}
 			}
@@ -169,7 +179,7 @@ func newCheck() *cobra.Command {
 }
 
 func label(a tree.Action) string {
-	return map[tree.Action]string{tree.Create: "missing", tree.Update: "stale", tree.Delete: "extra"}[a]
+	return map[tree.Action]string{tree.Create: "missing", tree.Update: "stale", tree.Delete: "extra", tree.Foreign: "foreign"}[a]
 }
 
 func newVet() *cobra.Command {
@@ -184,7 +194,10 @@ gvisorgen's policies — on the objects gvisorgen emits and on the output of eac
 its patches (what Argo CD and Flux sync) — plus warnings.
 
 With --manifests PATH (a file, a folder, or - for stdin) it validates rendered objects instead,
-e.g. the output of kustomize build over an overlay with your own patches.`,
+e.g. the output of kustomize build over an overlay with your own patches. With --target T (one;
+-f and --set then apply to T's values) the objects must also hold what T exists for: the
+installer DaemonSet in its namespace, the RuntimeClass, the StorageClass T creates and the
+readiness gate's admission policy.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := in.options(cmd)
@@ -193,6 +206,13 @@ e.g. the output of kustomize build over an overlay with your own patches.`,
 			}
 			var rep *gen.Report
 			if manifests != "" {
+				// Flags that would change nothing are refused, not ignored.
+				switch {
+				case len(opts.Only) > 1:
+					return &usageError{fmt.Errorf("--manifests takes one --target, the target whose rendered output the manifests are; got %d", len(opts.Only))}
+				case len(opts.Only) == 0 && (len(opts.ValuesFiles) > 0 || len(opts.Sets) > 0):
+					return &usageError{errors.New("-f and --set with --manifests need --target: they change a target's values, and without a target the manifests are validated on their own")}
+				}
 				rep, err = gen.VetManifests(opts.Options, manifests, cmd.InOrStdin())
 			} else {
 				rep, err = gen.Run(opts, gen.Vet)

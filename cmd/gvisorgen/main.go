@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/gen"
 )
 
@@ -44,12 +45,17 @@ func exitCode(err error) int {
 		stale      *gen.Stale
 		differs    *gen.Differs
 		mismatch   *gen.PinMismatch
+		unknown    *eval.UnknownTargetError
+		usage      *usageError
 		q          *quiet
 	)
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &unanswered):
+	case errors.As(err, &unanswered), errors.As(err, &usage), errors.As(err, &unknown):
+		// No answer: a command line that cannot be run (a bad flag, a
+		// --target that names no target, for every command that takes it)
+		// or an input that left the command without one.
 		return exitError
 	case errors.As(err, &invalid), errors.As(err, &rejected), errors.As(err, &stale), errors.As(err, &differs), errors.As(err, &mismatch):
 		return exitNo

@@ -287,7 +287,7 @@ func Fresh(root string, e *Entry) string {
 		return err.Error()
 	}
 	if len(extra) > 0 {
-		return "generated file to prune: " + extra[0]
+		return "file to prune or report: " + extra[0]
 	}
 	return ""
 }

@@ -163,6 +163,8 @@ func TestKeyChangesWithEveryInput(t *testing.T) {
 			o.TargetsDir = "targets2"
 		}},
 		{"CUE_EXPERIMENT", func(t *testing.T, _ *eval.Options) { t.Setenv("CUE_EXPERIMENT", "evalv3=0") }},
+		// eval refuses a folder in targets/: a hit must not hide that.
+		{"a folder in targets/", func(t *testing.T, _ *eval.Options) { os.MkdirAll("targets/sub", 0o755) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fixture(t, false)
@@ -197,7 +199,7 @@ func TestKeyStable(t *testing.T) {
 			write(t, ".", "generated/gone/x.yaml", tree.Header+"kind: X\n")
 		}},
 		{"a file beside the overlays", func(t *testing.T, _ *eval.Options) { write(t, ".", "overlays/README.md", "hi\n") }},
-		{"a folder in targets/ (not read)", func(t *testing.T, _ *eval.Options) { write(t, ".", "targets/sub/x.yaml", "x: 1\n") }},
+		{"a hidden folder in targets/ (not read)", func(t *testing.T, _ *eval.Options) { write(t, ".", "targets/.sub/x.yaml", "x: 1\n") }},
 		{"the defaults spelled out", func(t *testing.T, o *eval.Options) { o.CUEDir, o.TargetsDir = "cue", "targets" }},
 		{"an empty folder", func(t *testing.T, _ *eval.Options) { os.Mkdir("cue/empty", 0o755) }},
 		{"mtime only", func(t *testing.T, _ *eval.Options) {
@@ -309,7 +311,9 @@ func freshTree(t *testing.T) (string, *Entry) {
 		write(t, root, f.Path, string(f.Data))
 	}
 	write(t, root, "overlays/a/patches/p.yaml", tree.Header+"a patch that copied the header\n")
-	write(t, root, "overlays/a/hand.yaml", "hand-written\n")
+	// A hand-written file in an owned folder where the run writes nothing
+	// (overlays/b) is not reported: see tree.Plan.
+	write(t, root, "overlays/b/hand.yaml", "hand-written\n")
 	roots := []string{"delivery", "generated/a", "generated/b", "overlays/a", "overlays/b"}
 	return root, NewEntry("k", true, 2, roots, files)
 }
@@ -335,6 +339,10 @@ func TestFresh(t *testing.T) {
 		{"extra generated file", func(t *testing.T, root string) {
 			write(t, root, "generated/b/extra.yaml", tree.Header+"extra\n")
 		}, false},
+		// A file gvisorgen did not write where it writes: check reports it
+		// (tree.Foreign), so a hit must not say fresh over it.
+		{"a foreign file", func(t *testing.T, root string) { write(t, root, "generated/a/.x.tmp", "temp\n") }, false},
+		{"a hand-written file in an overlay", func(t *testing.T, root string) { write(t, root, "overlays/a/hand.yaml", "hand-written\n") }, false},
 		{"extra generated file in a root that did not exist", func(t *testing.T, root string) {
 			write(t, root, "overlays/b/extra.yaml", tree.Header+"extra\n")
 		}, false},
@@ -372,7 +380,7 @@ func TestFresh(t *testing.T) {
 		name   string
 		change func(t *testing.T, root string)
 	}{
-		{"hand-written file in a root", func(t *testing.T, root string) { write(t, root, "generated/a/mine.yaml", "mine\n") }},
+		{"hand-written file in a root where the run writes nothing", func(t *testing.T, root string) { write(t, root, "overlays/b/mine.yaml", "mine\n") }},
 		{"file in a subfolder of a root", func(t *testing.T, root string) {
 			write(t, root, "generated/a/sub/x.yaml", tree.Header+"x\n")
 		}},

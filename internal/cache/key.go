@@ -104,7 +104,8 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 		return "", err
 	}
 
-	// The targets folder: every file directly in it (eval skips folders).
+	// The targets folder: every file directly in it, and the names of its
+	// folders (eval refuses one that is not hidden: a hit must not hide that).
 	k.field("section", "targets")
 	entries, err := os.ReadDir(filepath.Join(opts.Root, targetsDir))
 	switch {
@@ -115,6 +116,9 @@ func (k *keyWriter) key(opts eval.Options) (string, error) {
 	default:
 		for _, e := range entries {
 			if e.IsDir() {
+				if eval.NotRead(e.Name(), true) != "" {
+					k.field("targets-folder", e.Name())
+				}
 				continue
 			}
 			if err := k.file(filepath.Join(opts.Root, targetsDir, e.Name()), e.Name(), e.Type()); err != nil {

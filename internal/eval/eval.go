@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -138,6 +139,9 @@ func Load(opts Options) (*Evaluator, error) {
 		}
 		return nil, fmt.Errorf("loading CUE module: %w", err)
 	}
+	if err := misnamed(dir, e.rel(dir)); err != nil {
+		return nil, err
+	}
 	cfg := &load.Config{Dir: dir}
 	if usesTag(dir, buildTag) {
 		cfg.Tags = []string{buildTag}
@@ -165,6 +169,29 @@ func Load(opts Options) (*Evaluator, error) {
 		}
 	}
 	return e, nil
+}
+
+// misnamed refuses a file of the CUE folder that the CUE loader would skip
+// without a word although its name says CUE: an extension of another case
+// (targets.CUE). Hidden files, backups (targets.cue~, targets.cue.orig) and
+// other extensions are skipped by the loader as by the stock cue CLI, which
+// the module also serves: silence is right there.
+func misnamed(dir, rel string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("loading CUE module: %w", err)
+	}
+	var msgs []string
+	for _, ent := range entries {
+		ext := filepath.Ext(ent.Name())
+		if !ent.IsDir() && !strings.HasPrefix(ent.Name(), ".") && ext != ".cue" && strings.ToLower(ext) == ".cue" {
+			msgs = append(msgs, fmt.Sprintf("%s/%s: not read: CUE files end in .cue, in lower case; rename it to %s", filepath.ToSlash(rel), ent.Name(), strings.TrimSuffix(ent.Name(), ext)+".cue"))
+		}
+	}
+	if len(msgs) > 0 {
+		return &Error{Msg: strings.Join(msgs, "\n")}
+	}
+	return nil
 }
 
 // buildTag is set when loading the module: files for the stock cue CLI only

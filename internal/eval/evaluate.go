@@ -3,7 +3,6 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"runtime"
 	"sort"
 	"strings"
@@ -33,13 +32,12 @@ func (e *Evaluator) Evaluate() (*Result, error) {
 	}
 	selected := targets
 	if len(e.opts.Only) > 0 {
+		if err := CheckTargets(e.opts.Only, res.All); err != nil {
+			return nil, err
+		}
 		selected = nil
 		for _, n := range e.opts.Only {
-			t, ok := byName[n]
-			if !ok {
-				return nil, fmt.Errorf("--target %s: no such target (declared: %s)", n, strings.Join(res.All, ", "))
-			}
-			selected = append(selected, t)
+			selected = append(selected, byName[n])
 		}
 		sort.Slice(selected, func(i, j int) bool { return selected[i].name < selected[j].name })
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,13 +59,13 @@ func (e *Evaluator) targets() ([]source, error) {
 		return nil, fmt.Errorf("reading targets folder: %w", err)
 	}
 	for _, ent := range entries {
-		if ent.IsDir() || strings.HasPrefix(ent.Name(), ".") {
+		if !IsTargetFile(ent.Name(), ent.IsDir()) {
+			if msg := NotRead(ent.Name(), ent.IsDir()); msg != "" {
+				errs = errors.Append(errs, errors.Newf(token.NoPos, "%s: %s", e.rel(filepath.Join(dir, ent.Name())), msg))
+			}
 			continue
 		}
 		ext := filepath.Ext(ent.Name())
-		if !valuesExt[ext] {
-			continue
-		}
 		file := filepath.Join(dir, ent.Name())
 
 		v, err := e.readValues(file)
@@ -87,6 +88,38 @@ func (e *Evaluator) targets() ([]source, error) {
 }
 
 var valuesExt = map[string]bool{".cue": true, ".yaml": true, ".yml": true, ".json": true}
+
+// IsTargetFile says whether an entry of the targets folder declares a
+// target: a file, not hidden, ending in .cue, .yaml, .yml or .json.
+func IsTargetFile(name string, dir bool) bool {
+	return !dir && !strings.HasPrefix(name, ".") && valuesExt[filepath.Ext(name)]
+}
+
+// NotRead says why an entry of the targets folder that is not a target file
+// looks like one, and what to do, or "" when skipping it is right. Refused:
+// a folder (targets are the files directly in targets/; a nested
+// targets/prod/edge.yaml would be a cluster silently left out), and a name
+// that ends in a values extension of another case (edge.YAML, edge.Json:
+// the intent is plain, but the rule is the lower-case extension, as on a
+// case-sensitive file system two spellings could declare one target twice).
+// Skipped without a word, on purpose: a hidden name (.gitkeep, an editor's
+// .edge.yaml.swp, a folder kept aside as .archive/), and any other name —
+// an editor or merge backup (edge.yaml~, edge.yaml.orig, edge.yaml.bak,
+// whose extension is no longer a values one), a README.md — since none of
+// them is a values file by its extension, the documented rule.
+func NotRead(name string, dir bool) string {
+	switch {
+	case strings.HasPrefix(name, "."):
+		return ""
+	case dir:
+		return "a folder, not read: targets are the files directly in the targets folder (<name>.cue, .yaml, .yml or .json); move its files up, or hide the folder (a name starting with '.') to keep it aside"
+	}
+	ext := filepath.Ext(name)
+	if !valuesExt[ext] && valuesExt[strings.ToLower(ext)] {
+		return fmt.Sprintf("not read: a target file ends in .cue, .yaml, .yml or .json, in lower case; rename it to %s", strings.TrimSuffix(name, ext)+strings.ToLower(ext))
+	}
+	return ""
+}
 
 func validName(s string) bool {
 	if len(s) == 0 || len(s) > 63 {
@@ -191,4 +224,40 @@ func exampleWaivers(policy cue.Value) bool {
 		}
 	}
 	return true
+}
+
+// UnknownTargetError is a --target that names no declared target. Every
+// command that takes --target refuses it with this error (the CLI decides
+// its exit code: a command line that cannot be run), rather than doing
+// nothing for it.
+type UnknownTargetError struct {
+	Names    []string // the --target values that name no target
+	Declared []string // every declared target, sorted
+}
+
+func (e *UnknownTargetError) Error() string {
+	flags := make([]string, len(e.Names))
+	for i, n := range e.Names {
+		flags[i] = "--target " + n
+	}
+	declared := strings.Join(e.Declared, ", ")
+	if declared == "" {
+		declared = "none"
+	}
+	return fmt.Sprintf("%s: no such target (declared: %s)", strings.Join(flags, ", "), declared)
+}
+
+// CheckTargets returns an *UnknownTargetError naming every one of only that
+// declared does not hold, or nil.
+func CheckTargets(only, declared []string) error {
+	var unknown []string
+	for _, n := range only {
+		if !slices.Contains(declared, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return &UnknownTargetError{Names: unknown, Declared: declared}
 }

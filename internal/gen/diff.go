@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/gitsrc"
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/rdiff"
@@ -50,15 +51,21 @@ func Diff(opts DiffOptions) (*rdiff.Diff, error) {
 		}
 		base = mb
 	}
-	b, bFiles, err := side(opts.Options, base, "base")
+	b, bFiles, bTargets, err := side(opts.Options, base, "base")
 	if err != nil {
 		return nil, err
 	}
-	h, hFiles, err := side(opts.Options, opts.Head, "head")
+	h, hFiles, hTargets, err := side(opts.Options, opts.Head, "head")
 	if err != nil {
 		return nil, err
 	}
-	d := &rdiff.Diff{Base: b, Head: h, Entries: rdiff.Compare(bFiles, hFiles)}
+	// A --target declared on neither side would filter everything out and
+	// answer "no difference" for a cluster that does not exist: refused as
+	// every other command refuses it.
+	if err := eval.CheckTargets(opts.Only, slices.Compact(slices.Sorted(slices.Values(append(bTargets, hTargets...))))); err != nil {
+		return nil, err
+	}
+	d := &rdiff.Diff{Base: b, Head: h, Entries: rdiff.Compare(bFiles, hFiles), Targets: opts.Only}
 	if len(opts.Only) > 0 {
 		d.Entries = slices.DeleteFunc(d.Entries, func(e rdiff.Entry) bool {
 			return e.Target != "" && !slices.Contains(opts.Only, e.Target)
@@ -72,23 +79,23 @@ func Diff(opts DiffOptions) (*rdiff.Diff, error) {
 
 // side reads one side's committed output and checks it against the side's
 // own evaluation: a git ref exported to a temporary folder, or the working
-// tree when ref is empty.
-func side(opts Options, ref, name string) (rdiff.Side, []tree.File, error) {
+// tree when ref is empty. It returns the side's declared targets too.
+func side(opts Options, ref, name string) (rdiff.Side, []tree.File, []string, error) {
 	opts.Only = nil
 	opts.NoCache = true
 	s := rdiff.Side{Label: "working tree"}
 	if ref != "" {
 		commit, err := gitsrc.Resolve(opts.Root, ref)
 		if err != nil {
-			return s, nil, fmt.Errorf("%s: %w", name, err)
+			return s, nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		dir, err := os.MkdirTemp("", "gvisorgen-diff-")
 		if err != nil {
-			return s, nil, err
+			return s, nil, nil, err
 		}
 		defer os.RemoveAll(dir)
 		if err := gitsrc.Export(opts.Root, commit, dir); err != nil {
-			return s, nil, fmt.Errorf("%s (%s): %w", name, ref, err)
+			return s, nil, nil, fmt.Errorf("%s (%s): %w", name, ref, err)
 		}
 		opts.Root = dir
 		s.Label = fmt.Sprintf("%s (%.12s)", ref, commit)
@@ -96,7 +103,7 @@ func side(opts Options, ref, name string) (rdiff.Side, []tree.File, error) {
 			s.Label = commit[:12]
 		}
 	}
-	_, err := Run(opts, Check)
+	rep, err := Run(opts, Check)
 	var st *Stale
 	switch {
 	case errors.As(err, &st):
@@ -104,13 +111,17 @@ func side(opts Options, ref, name string) (rdiff.Side, []tree.File, error) {
 			s.Stale = append(s.Stale, c.Path)
 		}
 	case err != nil:
-		return s, nil, &Unanswered{Err: fmt.Errorf("%s (%s) does not evaluate:\n%w", name, s.Label, err)}
+		return s, nil, nil, &Unanswered{Err: fmt.Errorf("%s (%s) does not evaluate:\n%w", name, s.Label, err)}
+	}
+	var targets []string
+	if rep.Output != nil {
+		targets = rep.Output.Result.All
 	}
 	files, err := committed(opts.Root)
 	if err != nil {
-		return s, nil, &Unanswered{Err: fmt.Errorf("%s (%s): %w", name, s.Label, err)}
+		return s, nil, nil, &Unanswered{Err: fmt.Errorf("%s (%s): %w", name, s.Label, err)}
 	}
-	return s, files, nil
+	return s, files, targets, nil
 }
 
 // committed reads every regular file under the output folders (links and

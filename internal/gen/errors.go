@@ -45,6 +45,18 @@ func (e *Rejected) Error() string {
 type Stale struct{ Changes []tree.Change }
 
 func (e *Stale) Error() string {
+	var foreign []string
+	for _, c := range e.Changes {
+		if c.Action == tree.Foreign {
+			foreign = append(foreign, c.Path)
+		}
+	}
+	switch {
+	case len(foreign) == len(e.Changes):
+		return fmt.Sprintf("the tree is stale (%d files): gvisorgen did not write %s, and never deletes a file it did not write: delete or move it and commit the result", len(e.Changes), strings.Join(foreign, ", "))
+	case len(foreign) > 0:
+		return fmt.Sprintf("the tree is stale (%d files): run `make generate`, delete or move what gvisorgen did not write (%s; it never deletes such a file), and commit the result", len(e.Changes), strings.Join(foreign, ", "))
+	}
 	return fmt.Sprintf("the tree is stale (%d files): run `make generate` and commit the result", len(e.Changes))
 }
 

@@ -94,7 +94,7 @@ func Build(opts eval.Options) (*Output, error) {
 			// What syncs is the overlay after the user's patches: the same
 			// rules hold for it.
 			lap(&tm.Render)
-			final.Merge(vet.Rendered(facts, t.Name, r.Patches, renderedOf(t.Name, r.Files), vet.Waivers(t.Values)))
+			final.Merge(vet.Rendered(facts, t.Name, r.PatchFiles, renderedOf(t.Name, r.Files), vet.Waivers(t.Values), vet.Essentials(t.Objects)))
 			lap(&tm.Vet)
 		}
 	}

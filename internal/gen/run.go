@@ -42,8 +42,13 @@ type Report struct {
 	Targets int
 	Files   int // the wanted files
 	Objects int // the objects validated (Vet)
-	// Changes: for Generate the changes made, for Check the differences.
-	Changes  []tree.Change
+	// Changes: for Generate the changes made, for Check the differences
+	// (Foreign files included: check reports them as stale).
+	Changes []tree.Change
+	// Foreign are, for Generate, the files it found in folders where it
+	// writes but did not write itself (no header): left as they are, and
+	// check reports them until they are deleted or moved.
+	Foreign  []string
 	CacheHit bool
 	// Warnings are vet's warnings: values that evaluate but weaken a cluster
 	// (warn.Lines prints them).
@@ -123,26 +128,52 @@ func Run(opts Options, mode Mode) (*Report, error) {
 		return rep, nil
 	}
 	lap("plan")
-	if err := tree.Apply(opts.Root, changes); err != nil {
+	var todo []tree.Change
+	for _, c := range changes {
+		if c.Action == tree.Foreign {
+			rep.Foreign = append(rep.Foreign, c.Path)
+		} else {
+			todo = append(todo, c)
+		}
+	}
+	if err := tree.Apply(opts.Root, todo); err != nil {
 		return rep, err
 	}
-	rep.Changes = changes
-	lap(fmt.Sprintf("write (%d files)", len(changes)))
-	cs.Store(rep.Targets, out.Roots, out.Files, rep.Warnings)
+	rep.Changes = todo
+	lap(fmt.Sprintf("write (%d files)", len(todo)))
+	if len(rep.Foreign) == 0 {
+		// With a foreign file the tree is not what a hit vouches for.
+		cs.Store(rep.Targets, out.Roots, out.Files, rep.Warnings)
+	}
 	lap("cache store")
 	return rep, nil
 }
 
 // VetManifests validates rendered objects — a file, a folder, or stdin
 // ("-") — with the module's schema and vet's rules. A finding is *Rejected.
+// With a target in opts.Only (one: the CLI refuses more) the objects are
+// that target's rendered output (kustomize build over its overlay, say): they
+// must also hold what the target exists for (vet.Essentials of its values,
+// with opts' -f and --set); an unknown target is *eval.UnknownTargetError.
 func VetManifests(opts eval.Options, path string, stdin io.Reader) (*Report, error) {
 	ev, err := eval.Load(opts)
 	if err != nil {
 		return nil, &Unanswered{Err: err}
 	}
+	var want []vet.Ref
+	if len(opts.Only) > 0 {
+		res, err := ev.Evaluate()
+		if err != nil {
+			return nil, invalid(err)
+		}
+		want = vet.Essentials(res.Targets[0].Objects)
+	}
 	r, err := vet.Manifests(ev, path, stdin)
 	if err != nil {
 		return nil, err
+	}
+	if len(opts.Only) > 0 && len(r.Syntax) == 0 {
+		r.Errors = append(r.Errors, vet.Missing(opts.Only[0], want, r.Found, nil)...)
 	}
 	rep := &Report{Objects: r.Objects, Warnings: r.Warnings}
 	if len(r.Syntax) > 0 {

@@ -38,6 +38,9 @@ type Side struct {
 type Diff struct {
 	Base, Head Side
 	Entries    []Entry
+	// Targets are the targets the entries were filtered to (--target);
+	// empty for all of them.
+	Targets []string
 }
 
 // Differs reports whether anything differs or a side is stale.
@@ -157,9 +160,23 @@ func codeList(ps []string, max int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Text writes the differences as unified diffs, grouped by target.
+// Text writes the differences as unified diffs, grouped by target. Without
+// a difference it says so in one line, never nothing: an empty output could
+// as well be a command that did not run.
 func Text(w io.Writer, d *Diff) {
 	fmt.Fprint(w, staleNote(d, false))
+	if len(d.Entries) == 0 {
+		var of string
+		if len(d.Targets) > 0 {
+			of = fmt.Sprintf(" (targets %s, and the fleet-wide files)", strings.Join(d.Targets, ", "))
+		}
+		if d.Differs() {
+			fmt.Fprintf(w, "the committed files of %s and %s are the same%s\n", d.Base.Label, d.Head.Label, of)
+		} else {
+			fmt.Fprintf(w, "no difference between %s and %s%s: the rendered manifests, the delivery objects and the smoke test are the same\n", d.Base.Label, d.Head.Label, of)
+		}
+		return
+	}
 	last := "\x00"
 	for _, e := range d.Entries {
 		if e.Target != last {

@@ -55,3 +55,39 @@ func TestMarkdownLimit(t *testing.T) {
 		t.Errorf("empty diff: %q", md)
 	}
 }
+
+// TestTextNeverEmpty: the text format says "no difference" in one line
+// rather than print nothing (which reads like a command that did not run),
+// names the targets it was filtered to, and says that a stale side's
+// committed files are the same when only the stale note differs.
+func TestTextNeverEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    Diff
+		want []string
+	}{
+		{"same", Diff{Base: Side{Label: "HEAD (0123456789ab)"}, Head: Side{Label: "working tree"}},
+			[]string{"no difference between HEAD (0123456789ab) and working tree: the rendered manifests, the delivery objects and the smoke test are the same\n"}},
+		{"filtered", Diff{Base: Side{Label: "main"}, Head: Side{Label: "working tree"}, Targets: []string{"gke"}},
+			[]string{"no difference between main and working tree (targets gke, and the fleet-wide files): "}},
+		{"stale side", Diff{Base: Side{Label: "main"}, Head: Side{Label: "working tree", Stale: []string{"generated/kind/x.yaml"}}},
+			[]string{"warning: head (working tree) is stale", "  stale generated/kind/x.yaml\n", "the committed files of main and working tree are the same\n"}},
+	} {
+		var b strings.Builder
+		Text(&b, &tc.d)
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: output %q lacks %q", tc.name, b.String(), w)
+			}
+		}
+		if n := strings.Count(b.String(), "\n"); tc.name != "stale side" && n != 1 {
+			t.Errorf("%s: %d lines, want one: %q", tc.name, n, b.String())
+		}
+	}
+	// A difference is printed as diffs, with no such line.
+	var b strings.Builder
+	Text(&b, &Diff{Entries: Compare(files(1, "a"), files(1, "b"))})
+	if strings.Contains(b.String(), "no difference") || !strings.Contains(b.String(), "# target t000\n") {
+		t.Errorf("a difference: %q", b.String())
+	}
+}

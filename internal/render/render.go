@@ -99,6 +99,8 @@ type Output struct {
 	// (slash-separated, from the repository root); none means the rendered
 	// objects are the overlay's own.
 	Patches []string
+	// PatchFiles are the same files with their content.
+	PatchFiles []tree.File
 }
 
 // Target renders one target: its overlay files and its rendered output. root
@@ -145,7 +147,7 @@ func (rd *Renderer) Target(root string, t eval.Target) (*Output, error) {
 		}
 		files = append(files, more...)
 	}
-	return &Output{Files: files, Patches: patches.names(overlay)}, nil
+	return &Output{Files: files, Patches: patches.names(overlay), PatchFiles: patches.fromRoot(overlay)}, nil
 }
 
 // Error is an input error found while rendering: a patch or a hand-written
@@ -218,6 +220,15 @@ func (ps patchSet) names(overlay string) []string {
 	return out
 }
 
+// fromRoot are the patch files with paths from the repository root.
+func (ps patchSet) fromRoot(overlay string) []tree.File {
+	out := make([]tree.File, 0, len(ps.files))
+	for _, f := range ps.files {
+		out = append(out, tree.File{Path: path.Join(overlay, f.Path), Data: f.Data})
+	}
+	return out
+}
+
 // foreignKustomization refuses a kustomization file of another spelling
 // beside the generated one: kustomize would stop at "Found multiple
 // kustomization files" while gvisorgen renders its own.
@@ -257,6 +268,7 @@ func userPatches(root, overlay string) (patchSet, error) {
 			ps.component = true
 		}
 	}
+	var notRead []string
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -269,6 +281,10 @@ func userPatches(root, overlay string) (patchSet, error) {
 		case d.Type()&fs.ModeSymlink != 0:
 			return &Error{Msg: fmt.Sprintf("%s/%s: links are not allowed in patches/ (the build could read outside the repository); copy the file", rel, r)}
 		case d.IsDir():
+			if !ps.component && !strings.HasPrefix(d.Name(), ".") {
+				notRead = append(notRead, fmt.Sprintf("%s/%s: a folder, not read: plain patches are the .yaml, .yml and .json files directly in %s; its files are read only when %s is a kustomize Component (%s/%s naming them)",
+					rel, r, rel, rel, rel, layout.Kustomization))
+			}
 			if !ps.component || strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
@@ -279,6 +295,9 @@ func userPatches(root, overlay string) (patchSet, error) {
 			return nil
 		}
 		if !ps.component {
+			if msg := notAPatch(d.Name()); msg != "" {
+				notRead = append(notRead, fmt.Sprintf("%s/%s: %s", rel, r, msg))
+			}
 			switch filepath.Ext(d.Name()) {
 			case ".yaml", ".yml", ".json":
 			default:
@@ -303,6 +322,10 @@ func userPatches(root, overlay string) (patchSet, error) {
 	if err != nil && !errors.As(err, &re) {
 		err = fmt.Errorf("reading patches: %w", err)
 	}
+	if err == nil && len(notRead) > 0 {
+		// Target prefixes the first line with the target, as every line is.
+		err = &Error{Msg: strings.Join(notRead, "\ntarget "+path.Base(overlay)+": ")}
+	}
 	sort.Slice(ps.files, func(i, j int) bool { return ps.files[i].Path < ps.files[j].Path })
 	return ps, err
 }
@@ -323,6 +346,25 @@ var OrderFirst = []string{
 // OrderLast is kustomize's default orderLast (it must be spelled out once
 // orderFirst is).
 var OrderLast = []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+
+// notAPatch says why a file of a plain patches/ folder (no Component) that
+// is not read looks like a patch, or "" when skipping it is right. Refused:
+// a patch extension of another case (fix.YAML: kustomize would read it, the
+// rule is the lower-case extension) and a .patch file (a JSON 6902 patch,
+// which only a Component can aim at its target). Skipped without a word: a
+// hidden file (the caller: an editor's swap file, .gitkeep) and any other
+// name (README.md, an editor or merge backup such as fix.yaml~ or
+// fix.yaml.orig), none of them a patch by its extension, the documented rule.
+func notAPatch(name string) string {
+	ext := filepath.Ext(name)
+	switch lower := strings.ToLower(ext); {
+	case lower != ext && (lower == ".yaml" || lower == ".yml" || lower == ".json"):
+		return fmt.Sprintf("not read: plain patches end in .yaml, .yml or .json, in lower case; rename it to %s", strings.TrimSuffix(name, ext)+lower)
+	case lower == ".patch":
+		return fmt.Sprintf("not read: a .patch file (JSON 6902) needs a target, which only a kustomize Component gives: write %s/%s naming it", layout.PatchesDir, layout.Kustomization)
+	}
+	return ""
+}
 
 // kustomization is the generated kustomization.yaml. sortOptions is pinned so
 // that krusty and the kustomize CLI (what Argo CD and Flux run) print the same

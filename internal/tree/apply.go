@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -74,9 +75,16 @@ func (osOps) WriteTemp(dir, pattern string, data []byte) (string, error) {
 // ApplyError; if putting back fails too, the error lists exactly the files
 // left switched. A run killed midway leaves whole files (old or new) and
 // staging files that no kustomize or GitOps tool reads, which the next Plan
-// prunes. Folders of deleted files that end up empty are removed.
+// prunes. Folders of deleted files that end up empty are removed. Foreign
+// changes are left as they are.
 func Apply(root string, changes []Change) error {
 	return apply(root, changes, osOps{})
+}
+
+// writable drops the Foreign changes: a file gvisorgen did not write is
+// never written nor deleted.
+func writable(changes []Change) []Change {
+	return slices.DeleteFunc(slices.Clone(changes), func(c Change) bool { return c.Action == Foreign })
 }
 
 type step struct {
@@ -87,6 +95,7 @@ type step struct {
 }
 
 func apply(root string, changes []Change, o ops) error {
+	changes = writable(changes)
 	var (
 		made  []string // folders this run created, parents first
 		steps = make([]*step, 0, len(changes))

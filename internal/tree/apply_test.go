@@ -191,7 +191,7 @@ func TestPlanContainment(t *testing.T) {
 }
 
 // A killed run's staging files are pruned by the next plan; links and
-// files without the header are never touched.
+// files without the header are never touched (the latter are reported).
 func TestPlanPrunesStaging(t *testing.T) {
 	root := t.TempDir()
 	write(t, root, "generated/a/x.yaml", Header+"x\n")
@@ -207,7 +207,7 @@ func TestPlanPrunesStaging(t *testing.T) {
 	for _, c := range changes {
 		got = append(got, c.Action.String()+" "+c.Path)
 	}
-	if strings.Join(got, ",") != "delete generated/a/.gvisorgen-old.x.yaml.123,delete generated/a/.gvisorgen-stage.x.yaml.123" {
+	if strings.Join(got, ",") != "delete generated/a/.gvisorgen-old.x.yaml.123,delete generated/a/.gvisorgen-stage.x.yaml.123,foreign generated/a/notes.md" {
 		t.Fatalf("changes = %v", got)
 	}
 	if err := Apply(root, changes); err != nil {

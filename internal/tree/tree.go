@@ -42,10 +42,16 @@ const (
 	Create Action = iota // missing on disk
 	Update               // differs on disk
 	Delete               // generated file on disk that is no longer generated
+	// Foreign is a file gvisorgen did not write (no header) directly in a
+	// folder where it writes files: never rewritten nor deleted (Apply
+	// leaves it), but reported, since the folder is then not what generate
+	// writes (generated/<target>/ is no longer exactly kustomize's output,
+	// smoke/ and delivery/ are applied as folders).
+	Foreign
 )
 
 func (a Action) String() string {
-	return [...]string{"create", "update", "delete"}[a]
+	return [...]string{"create", "update", "delete", "foreign"}[a]
 }
 
 // Change is one file that is not as it should be.
@@ -59,8 +65,10 @@ type Change struct {
 // Plan compares want with the disk under root. Roots are the folders that the
 // generator owns (e.g. overlays/kind): every wanted file sits directly in one
 // of them, and a generated file found there that is not in want is to be
-// deleted, as is a staging file a killed run left behind. Folders are scanned
-// one level deep, so a target's patches/ folder is never looked into. Plan
+// deleted, as is a staging file a killed run left behind; any other file in
+// a root that holds wanted files is Foreign (reported, never touched).
+// Folders are scanned one level deep, so a target's patches/ folder is never
+// looked into. Plan
 // refuses (UnsafeError) a root or a wanted file that is a symbolic link or
 // not what it should be, a wanted path outside the roots, and two wanted
 // files at one path.
@@ -97,8 +105,12 @@ func Plan(root string, roots []string, want []File) ([]Change, error) {
 			out = append(out, Change{Action: Update, Path: f.Path, Old: old, New: f.Data})
 		}
 	}
-	err := extra(root, roots, wanted, func(p string, old []byte) {
-		out = append(out, Change{Action: Delete, Path: p, Old: old})
+	err := extra(root, roots, wanted, func(p string, old []byte, foreign bool) {
+		a := Delete
+		if foreign {
+			a = Foreign
+		}
+		out = append(out, Change{Action: a, Path: p, Old: old})
 	})
 	if err != nil {
 		return nil, err
@@ -107,15 +119,16 @@ func Plan(root string, roots []string, want []File) ([]Change, error) {
 	return out, nil
 }
 
-// Prunable lists the files Plan would delete: the generated files and
-// staging leftovers directly inside roots whose path is not in wanted. It
-// reads only those folders, not the wanted files.
+// Prunable lists the files Plan reports beyond the wanted ones: those it
+// would delete (the generated files and staging leftovers directly inside
+// roots whose path is not in wanted) and the Foreign ones. It reads only
+// those folders, not the wanted files.
 func Prunable(root string, roots []string, wanted map[string]bool) ([]string, error) {
 	if err := CheckRoots(root, roots); err != nil {
 		return nil, err
 	}
 	var out []string
-	err := extra(root, roots, wanted, func(p string, _ []byte) { out = append(out, p) })
+	err := extra(root, roots, wanted, func(p string, _ []byte, _ bool) { out = append(out, p) })
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +137,23 @@ func Prunable(root string, roots []string, wanted map[string]bool) ([]string, er
 }
 
 // extra calls fn for each generated file and each staging leftover directly
-// inside roots that is not wanted. Folders are not looked into, links and
-// other non-regular files are never touched (they are not gvisorgen's), and
-// a root that does not exist holds nothing. The roots have been checked.
-func extra(root string, roots []string, wanted map[string]bool, fn func(p string, data []byte)) error {
+// inside roots that is not wanted, and (foreign true) for each other regular
+// file directly inside a root that holds a wanted file. Folders are not
+// looked into, links and other non-regular files are never touched (they are
+// not gvisorgen's), and a root that does not exist holds nothing. The roots
+// have been checked.
+//
+// Foreign files are not reported in a root that holds no wanted file: the
+// folder of a target that is no longer declared (its generated files are
+// pruned, what is hand-written there is left and the folder with it) or of
+// no target at all, such as an overlay of the user's own beside the targets'.
+// Every file counts, hidden ones too (an editor's or a tool's temporary
+// file): the folder is either exactly what generate writes or reported.
+func extra(root string, roots []string, wanted map[string]bool, fn func(p string, data []byte, foreign bool)) error {
+	strict := map[string]bool{}
+	for p := range wanted {
+		strict[path.Dir(p)] = true
+	}
 	for _, r := range roots {
 		entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(r)))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -145,8 +171,11 @@ func extra(root string, roots []string, wanted map[string]bool, fn func(p string
 			if err != nil {
 				return err
 			}
-			if IsGenerated(old) || IsStaging(e.Name()) {
-				fn(p, old)
+			switch {
+			case IsGenerated(old) || IsStaging(e.Name()):
+				fn(p, old, false)
+			case strict[r]:
+				fn(p, old, true)
 			}
 		}
 	}

@@ -41,7 +41,7 @@ func TestPlanAndApply(t *testing.T) {
 	for _, c := range changes {
 		got = append(got, c.Action.String()+" "+c.Path)
 	}
-	wantChanges := "create overlays/a/new.yaml,delete overlays/a/old.yaml,update overlays/a/stale.yaml,delete overlays/gone/x.yaml"
+	wantChanges := "foreign overlays/a/hand.yaml,create overlays/a/new.yaml,delete overlays/a/old.yaml,update overlays/a/stale.yaml,delete overlays/gone/x.yaml"
 	if strings.Join(got, ",") != wantChanges {
 		t.Fatalf("changes = %s\nwant      %s", strings.Join(got, ","), wantChanges)
 	}
@@ -71,10 +71,57 @@ func TestPlanAndApply(t *testing.T) {
 			t.Errorf("temporary file left: %s", e.Name())
 		}
 	}
-	// A second plan finds nothing to do.
+	// A second plan finds nothing to do, and reports the hand-written file
+	// again.
 	changes, err = Plan(root, []string{"overlays/a"}, want)
-	if err != nil || len(changes) != 0 {
+	if err != nil || len(changes) != 1 || changes[0].Action != Foreign {
 		t.Errorf("second plan: %v, %v", changes, err)
+	}
+}
+
+// TestPlanForeign: a file gvisorgen did not write, directly in a folder where
+// it writes files — a hidden temporary file too — is reported as Foreign, and
+// Apply neither writes nor deletes it; in an owned folder where the run
+// writes nothing (an undeclared target's, the user's own overlay) it is left
+// without a word.
+func TestPlanForeign(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "generated/a/x.yaml", Header+"x\n")
+	write(t, root, "generated/a/foo.yaml", "apiVersion: v1\nkind: ConfigMap\n")
+	write(t, root, "generated/a/.x.tmp", "half an edit\n")
+	write(t, root, "overlays/mine/kustomization.yaml", "resources: [../a]\n")
+	write(t, root, "overlays/gone/patches/p.yaml", "kind: Patch\n")
+	roots := []string{"generated/a", "overlays/gone", "overlays/mine"}
+	want := []File{{Path: "generated/a/x.yaml", Data: []byte(Header + "x\n")}}
+	changes, err := Plan(root, roots, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, c.Action.String()+" "+c.Path)
+	}
+	if strings.Join(got, ",") != "foreign generated/a/.x.tmp,foreign generated/a/foo.yaml" {
+		t.Fatalf("changes = %v", got)
+	}
+	if err := Apply(root, changes); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{
+		"generated/a/foo.yaml":             "apiVersion: v1\nkind: ConfigMap\n",
+		"generated/a/.x.tmp":               "half an edit\n",
+		"overlays/mine/kustomization.yaml": "resources: [../a]\n",
+	} {
+		if b, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q untouched", p, b, err, want)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "generated/a"))
+	if len(entries) != 3 {
+		t.Errorf("generated/a holds %d entries, want 3 (nothing staged, nothing pruned)", len(entries))
+	}
+	if got, err := Prunable(root, roots, map[string]bool{"generated/a/x.yaml": true}); err != nil || strings.Join(got, ",") != "generated/a/.x.tmp,generated/a/foo.yaml" {
+		t.Errorf("Prunable = %v, %v", got, err)
 	}
 }
 
@@ -101,22 +148,22 @@ func TestPrunable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(got, ",") != "overlays/a/old.yaml,overlays/gone/x.yaml" {
+	if strings.Join(got, ",") != "overlays/a/hand.yaml,overlays/a/old.yaml,overlays/gone/x.yaml" {
 		t.Fatalf("Prunable = %v", got)
 	}
-	// The same files Plan deletes.
+	// The same files Plan deletes or reports as foreign.
 	changes, err := Plan(root, roots, []File{{Path: "overlays/a/kept.yaml", Data: []byte(gen("kept\n"))}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var deleted []string
 	for _, c := range changes {
-		if c.Action == Delete {
+		if c.Action == Delete || c.Action == Foreign {
 			deleted = append(deleted, c.Path)
 		}
 	}
 	if strings.Join(deleted, ",") != strings.Join(got, ",") {
-		t.Fatalf("Plan deletes %v, Prunable lists %v", deleted, got)
+		t.Fatalf("Plan deletes or reports %v, Prunable lists %v", deleted, got)
 	}
 }
 

@@ -83,6 +83,8 @@ func Manifests(ev *eval.Evaluator, path string, stdin io.Reader) (Report, error)
 				continue
 			}
 			r.Objects++
+			namespace, _ := v.LookupPath(cue.ParsePath("metadata.namespace")).String()
+			r.Found = append(r.Found, RefOf(apiVersion, kind, namespace, objName))
 			def := schema.LookupPath(cue.MakePath(cue.Str(apiVersion + "/" + kind)))
 			if !def.Exists() {
 				r.Errors = append(r.Errors, fmt.Sprintf("%s: apiVersion %q kind %q: not a type gvisorgen knows (%s)", where, apiVersion, kind, strings.Join(knownTypes(schema), ", ")))

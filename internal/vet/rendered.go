@@ -30,12 +30,16 @@ func (r *Report) Merge(o Report) {
 // Kubernetes types, the cross-field rules and the policies. An object of a
 // type gvisorgen has no schema for (a patch may add one) gets a warning.
 // kustomize keeps no record of which patch changed an object, so findings
-// name every patch file of the overlay. The target's waivers apply (the
-// values' run already reported them).
-func Rendered(facts Facts, target string, patches []string, files []tree.File, waive map[string]string) Report {
+// name every patch file of the overlay (patches: paths from the repository
+// root, and contents). The target's waivers apply (the values' run already
+// reported them). want are the objects the target exists for (Essentials of
+// its values' objects): one the patches removed, renamed or moved to another
+// namespace is an error (Missing).
+func Rendered(facts Facts, target string, patches []tree.File, files []tree.File, waive map[string]string, want []Ref) Report {
 	var r Report
 	w := newWaiver(target, waive)
-	by := fmt.Sprintf("after the patches %s", strings.Join(patches, ", "))
+	by := fmt.Sprintf("after the patches %s", strings.Join(patchNames(patches), ", "))
+	var found []Ref
 	for _, f := range files {
 		data, err := yaml.YAMLToJSON(tree.StripHeader(f.Data))
 		if err != nil {
@@ -46,13 +50,15 @@ func Rendered(facts Facts, target string, patches []string, files []tree.File, w
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 			Metadata   struct {
-				Name string `json:"name"`
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(data, &meta); err != nil {
 			r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s: %v (%s)", target, f.Path, err, by))
 			continue
 		}
+		found = append(found, RefOf(meta.APIVersion, meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name))
 		where := fmt.Sprintf("target %s: %s %s", target, meta.Kind, meta.Metadata.Name)
 		if _, ok := types[meta.APIVersion+"/"+meta.Kind]; !ok {
 			// Never an example's warning: only a patch adds such an object.
@@ -72,6 +78,7 @@ func Rendered(facts Facts, target string, patches []string, files []tree.File, w
 			}
 		}
 	}
+	r.Errors = append(r.Errors, Missing(target, want, found, patches)...)
 	w.record(&r)
 	return r
 }

@@ -27,6 +27,8 @@ type Report struct {
 	// Syntax are files that are not YAML at all (vet --manifests): no
 	// object of theirs was read.
 	Syntax []string
+	// Found are the objects read (vet --manifests), for Missing.
+	Found []Ref
 	// Waived are the waivers that let a finding through, by target and
 	// policy; WaiverNotes reports them.
 	Waived map[[2]string]bool
