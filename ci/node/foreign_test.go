@@ -7,12 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // Binaries gvisorgen did not install (issue 33, "Foreign binaries"): runsc, containerd-shim-runsc-v1 or gvisor-bin/ in
@@ -77,23 +74,6 @@ func treeUnder(snap map[string]string, hostDir string) map[string]string {
 		}
 	}
 	return m
-}
-
-// diffListing: the two listings are equal (type, mode, sha512, symlink target of every path), or what differs.
-func diffListing(want, got map[string]string) string {
-	var d []string
-	for k, v := range want {
-		if got[k] != v {
-			d = append(d, fmt.Sprintf("%s: %q, want %q", k, got[k], v))
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			d = append(d, fmt.Sprintf("%s: %q, not wanted", k, v))
-		}
-	}
-	sort.Strings(d)
-	return strings.Join(d, "\n")
 }
 
 func TestForeignBinariesRefused(t *testing.T) {
@@ -190,7 +170,7 @@ func TestForeignBinariesAdopted(t *testing.T) {
 			aside := treeUnder(h.snapshot(), foreignInstallDir+"/.gvisorgen-foreign")
 			manifest := aside["manifest"]
 			delete(aside, "manifest")
-			if d := diffListing(orig, aside); d != "" {
+			if d := diffTrees(orig, aside); d != "" {
 				t.Fatalf("the aside folder is not what was in the install dir:\n%s", d)
 			}
 			if manifest == "" {
@@ -209,7 +189,7 @@ func TestForeignBinariesAdopted(t *testing.T) {
 				e["GVISOR_BASE_URL"] = refusedURL
 				r = h.mustRun("install-runsc.sh", e)
 				assertContains(t, "re-run", r.Output, "nothing to do")
-				if d := diffListing(after, treeUnder(h.snapshot(), foreignInstallDir)); d != "" {
+				if d := diffTrees(after, treeUnder(h.snapshot(), foreignInstallDir)); d != "" {
 					t.Fatalf("a re-run changed the install dir:\n%s", d)
 				}
 			}
@@ -221,7 +201,7 @@ func TestForeignBinariesAdopted(t *testing.T) {
 			before := h.restarts()
 			r = h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
 			assertContains(t, "uninstall", r.Output, "gave back /usr/local/bin/runsc /usr/local/bin/containerd-shim-runsc-v1 /usr/local/bin/gvisor-bin as install-runsc found them")
-			if d := diffListing(orig, treeUnder(h.snapshot(), foreignInstallDir)); d != "" {
+			if d := diffTrees(orig, treeUnder(h.snapshot(), foreignInstallDir)); d != "" {
 				t.Fatalf("the install dir after uninstall is not the hand install as it was:\n%s", d)
 			}
 			if h.restarts() != before+1 {
@@ -239,7 +219,7 @@ func TestForeignBinariesAdopted(t *testing.T) {
 			h.mustRun("ready.sh", map[string]string{"GVISOR_MODE": "uninstall"})
 			// again: nothing to do, nothing moved, no restart
 			h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
-			if d := diffListing(orig, treeUnder(h.snapshot(), foreignInstallDir)); d != "" || h.restarts() != before+1 {
+			if d := diffTrees(orig, treeUnder(h.snapshot(), foreignInstallDir)); d != "" || h.restarts() != before+1 {
 				t.Fatalf("a second uninstall changed something (%d restarts):\n%s", h.restarts()-before, d)
 			}
 		})
@@ -391,31 +371,7 @@ func killWhenGone(t *testing.T, kc killCase, gone, expect string, want map[strin
 	hit := filepath.Join(h.Dir, "hit")
 	cmd := h.hookedCmd(kc.script, kc.env, "GVISORGEN_SCRIPTS="+goneDir, "GVZT_GONE="+h.P(gone), "GVZT_HIT="+hit)
 	cmd.Args[1] = filepath.Join(goneDir, kc.script)
-	var buf strings.Builder
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.After(3 * time.Minute)
-wait:
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("%s: the run ended (%v) before it was gone:\n%s", gone, err, buf.String())
-		case <-deadline:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-			t.Fatalf("%s: not gone in 3 minutes:\n%s", gone, buf.String())
-		case <-time.After(10 * time.Millisecond):
-			if _, err := os.Stat(hit); err == nil {
-				break wait
-			}
-		}
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
+	killWhenHit(t, cmd, hit, gone+" gone")
 	before := h.restarts()
 	r := h.run(kc.script, kc.env)
 	if r.Code != 0 {

@@ -437,13 +437,11 @@ func TestKilledRun(t *testing.T) {
 	}
 }
 
-// killAt: a fresh host, the script killed right after st.glob first exists, then a plain run, which must succeed and
-// leave the tree want.
-func killAt(t *testing.T, kc killCase, st killStep, want map[string]string, start string) {
-	t0 := time.Now()
-	h := newHostFrom(t, kc.ver, start)
-	hit := filepath.Join(h.Dir, "hit")
-	cmd := h.hookedCmd(kc.script, kc.env, "GVZT_KILL="+h.absGlob(st.glob), "GVZT_HIT="+hit)
+// killWhenHit starts a hooked run (hookedCmd), waits until its hook wrote hit (the run is then parked at the point
+// the hook was asked for), and kills the run's process group. what names that point in failures: a run that ends
+// first, or does not get there in 3 minutes, fails the test.
+func killWhenHit(t *testing.T, cmd *exec.Cmd, hit, what string) {
+	t.Helper()
 	var buf strings.Builder
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {
@@ -452,23 +450,32 @@ func killAt(t *testing.T, kc killCase, st killStep, want map[string]string, star
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	deadline := time.After(3 * time.Minute)
-wait:
 	for {
 		select {
 		case err := <-done:
-			t.Fatalf("step %s: the run ended (%v) without reaching it:\n%s", st.glob, err, buf.String())
+			t.Fatalf("%s: the run ended (%v) without getting there:\n%s", what, err, buf.String())
 		case <-deadline:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
-			t.Fatalf("step %s: not reached in 3 minutes:\n%s", st.glob, buf.String())
+			t.Fatalf("%s: not reached in 3 minutes:\n%s", what, buf.String())
 		case <-time.After(10 * time.Millisecond):
 			if _, err := os.Stat(hit); err == nil {
-				break wait
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+				return
 			}
 		}
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
+}
+
+// killAt: a fresh host, the script killed right after st.glob first exists, then a plain run, which must succeed and
+// leave the tree want.
+func killAt(t *testing.T, kc killCase, st killStep, want map[string]string, start string) {
+	t0 := time.Now()
+	h := newHostFrom(t, kc.ver, start)
+	hit := filepath.Join(h.Dir, "hit")
+	cmd := h.hookedCmd(kc.script, kc.env, "GVZT_KILL="+h.absGlob(st.glob), "GVZT_HIT="+hit)
+	killWhenHit(t, cmd, hit, "step "+st.glob)
 	at := h.tree()
 	var left []string
 	for _, k := range sortedKeys(at) {

@@ -276,13 +276,15 @@ fi
 # With the install dir on PATH, the handler names the shim (and runsc.toml no runsc) by name: containerd and the shim
 # find them on the host's PATH (HOST_PATH, systemd's default), where a copy earlier on it would win over the verified one.
 if [ -z "$handwritten" ] && [ "$INSTALL_DIR_ON_PATH" = true ]; then
-    for b in containerd-shim-runsc-v1 runsc; do
-        # shellcheck disable=SC2016 # expanded by the host shell
-        # (only when the verified one is there: without it, ready.sh reports the missing binary)
-        got=$(gvz_host sh -c '[ -e "$2/$1" ] || exit 0; command -v "$1"' sh "$b" "$INSTALL_DIR" 2>/dev/null) || got=
-        [ -z "$got" ] || [ "$got" = "$INSTALL_DIR/$b" ] ||
-            gvz_die "on the host's PATH ($HOST_PATH) $b is $got, not the verified $INSTALL_DIR/$b: containerd would run that one for every gVisor pod. Nothing was changed and containerd was not restarted. Fix: remove $got if it is a stale install, or set gvisor.host.installDir to the folder that comes first (or installDirOnPath: false, which names absolute paths)"
-    done
+    # One host command for both: "<name> <what PATH finds>" for each that PATH resolves elsewhere (only when the
+    # verified one is there: without it, ready.sh reports the missing binary).
+    # shellcheck disable=SC2016 # expanded by the host shell
+    gvz_host sh -c 'for b in containerd-shim-runsc-v1 runsc; do
+        [ -e "$1/$b" ] || continue; p=$(command -v "$b") || continue; [ "$p" = "$1/$b" ] || echo "$b $p"; done' sh "$INSTALL_DIR" \
+        >"$T/shadowed" 2>/dev/null || true
+    if read -r b got <"$T/shadowed"; then
+        gvz_die "on the host's PATH ($HOST_PATH) $b is $got, not the verified $INSTALL_DIR/$b: containerd would run that one for every gVisor pod. Nothing was changed and containerd was not restarted. Fix: remove $got if it is a stale install, or set gvisor.host.installDir to the folder that comes first (or installDirOnPath: false, which names absolute paths)"
+    fi
 fi
 new_addr=$(gvz_grpc_address "$T/cand.dump")
 old_addr=$(gvz_grpc_address "$T/base.dump")
