@@ -40,10 +40,10 @@ test: $(KUSTOMIZE) $(CUE) lint
 	# the node and cluster suites build only under their tags: vet them too
 	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster
 
-## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, the kill test over 1000 targets, HEAVY_TESTS, every benchmark once
+## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, HEAVY_TESTS, every benchmark once (the kill tests are all in make test)
 test-heavy: $(KUSTOMIZE) $(CUE)
-	GVISORGEN_TEST_HEAVY=1 GVISORGEN_KILL_TARGETS=1000 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) \
-		$(GO) test -count=1 -run '^(TestScripts|TestKillDuringWrite|$(HEAVY_TESTS))$$' ./cmd/gvisorgen ./internal/gen
+	GVISORGEN_TEST_HEAVY=1 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) \
+		$(GO) test -count=1 -run '^(TestScripts|$(HEAVY_TESTS))$$' ./cmd/gvisorgen ./internal/gen
 	# every benchmark once, so that make bench's cannot rot
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
 
