@@ -172,6 +172,7 @@ func offPathChecks(t *testing.T, h *Host) {
 }
 
 func TestConfigure(t *testing.T) {
+	t.Parallel()
 	for _, c := range configureCases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHost(t, c.ctrd)

@@ -20,6 +20,7 @@ import (
 // the same verdict for each: what vet accepts, every node accepts (no crash
 // loop on every node), and what a node would refuse, vet refuses first.
 func TestSchemaAndInstallerAgree(t *testing.T) {
+	t.Parallel()
 	ev, err := eval.Load(eval.Options{Root: repoRoot})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func clip(s string) string {
 // into an environment the installer accepts, and every value the installer
 // refuses, vet refuses first.
 func TestSchemaNumbersAndRunscLinesPassTheInstaller(t *testing.T) {
+	t.Parallel()
 	libCheck := func(env map[string]string, script string) (bool, string) {
 		cmd := exec.Command(busybox, "sh", "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"; `+script)
 		for k, v := range env {

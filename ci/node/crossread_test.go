@@ -17,6 +17,7 @@ var offPath = map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_
 // either ignores (checkReal dumps with both: 2.x reads versions 1 and 2 as well), and a run on the other version must
 // leave config.toml and runsc.toml byte-identical with 0 restarts.
 func TestCrossVersionReads(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, cfg string
 		env       map[string]string

@@ -9,6 +9,7 @@ import (
 )
 
 func TestEdges(t *testing.T) {
+	t.Parallel()
 	t.Run("host-exec-broken-says-so", func(t *testing.T) {
 		h := newHost(t, "16")
 		h.setConfig(def16())

@@ -76,6 +76,7 @@ func (h *Host) assertRefused(r Result, re string, before int, want string) {
 }
 
 func TestCRIRefusal(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		config  string
@@ -157,6 +158,7 @@ func (h *Host) startContainerd0() {
 }
 
 func TestExactRestore(t *testing.T) {
+	t.Parallel()
 	type cfgCase struct {
 		name string
 		cfg  func(ver string) string
@@ -249,6 +251,7 @@ func (h *Host) concurrentWriter(uninstall bool, edits int) string {
 // new file, in the same run, up to 3 attempts: one edit is absorbed (the edit kept, the backup the validated snapshot,
 // one restart); an edit on every attempt is refused (nothing written, no restart), and the next run succeeds.
 func TestConcurrentWriter(t *testing.T) {
+	t.Parallel()
 	edits := func(h *Host) int { return strings.Count(h.read("/../edits"), "edit\n") }
 	for _, ver := range []string{"16", "24"} {
 		orig := func() string {
@@ -353,13 +356,14 @@ func (h *Host) useContainerd(ver string) {
 	h.t.Helper()
 	h.CtrdName = ver
 	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "24": ctrd24}[ver]
-	h.write(filepath.Join(h.Dir, "fakebin", "containerd"), 0o755, "#!/bin/sh\nexec "+h.Ctrd+" \"$@\"\n")
+	h.link(h.Ctrd, filepath.Join(h.Dir, "fakebin", "containerd"))
 }
 
 // A version 2 file is read by containerd 1.x and 2.x. Written on either, the result must load CRI with the runc and
 // runsc runtimes on both (checked by each one's dump, and by really starting the other version on it), the block
 // must hold only keys both know, and a run on the other version must leave it byte-identical with 0 restarts.
 func TestBothReadersOfVersion2(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, cfg   string
 		wantMinimal bool // the block carries the minimal runc entry
@@ -410,6 +414,7 @@ const cfgV2DottedRunscless = `version = 2
 // The unknown-key check of the tests catches what it must: keys gvisorgen's block holds that 2.4.2 ignores (by
 // plugin and key path, parsed from the warning's fields), and not keys the original config had ignored already.
 func TestUnknownKeyCheckCatches(t *testing.T) {
+	t.Parallel()
 	h := newHost(t, "24")
 	cfg := def16() + "\n" + beginMarker + "\n" + tblV2 + "\n  runtime_type = \"io.containerd.runsc.v1\"\n  runtime_engine = \"\"\n" +
 		`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]` + "\n  TypeUrl = \"io.containerd.runsc.v1.options\"\n" + endMarker + "\n"
@@ -442,6 +447,7 @@ func TestUnknownKeyCheckCatches(t *testing.T) {
 // no runsc "by hand", leave every file byte-identical and not restart containerd. A glob that would make containerd
 // load gvisorgen's bookkeeping files (not TOML) is refused before anything is written.
 func TestImportGlobs(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		for _, glob := range []string{`"/etc/containerd/*.toml"`, `"*.toml"`, `"/etc/containerd/conf.d/*.toml", "/etc/containerd/config.toml"`} {
 			name := strings.NewReplacer(`"`, "", "/", "_", "*", "x", ", ", "+").Replace(glob)

@@ -3,7 +3,6 @@
 package node
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -47,6 +46,7 @@ func shimFloors(t *testing.T) [][2]string {
 // refuses exactly the ones vet's VersionLess (the warning's comparison) calls older than that floor, and its refusal
 // names both versions and both ways out.
 func TestContainerdFloorAgrees(t *testing.T) {
+	t.Parallel()
 	floors := shimFloors(t)
 	want := func(tag string) string {
 		f := ""
@@ -81,7 +81,7 @@ func TestContainerdFloorAgrees(t *testing.T) {
 
 	fake := filepath.Join(t.TempDir(), "hx")
 	// HOST_EXEC stand-in: every host command is `containerd --version`, answered with $FAKE_CTRD.
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf '%s\\n' \"$FAKE_CTRD\"\n"), 0o755); err != nil {
+	if err := writeFile(fake, []byte("#!/bin/sh\nprintf '%s\\n' \"$FAKE_CTRD\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	outputs := map[string]string{ // containerd --version -> the version the installer must read
@@ -146,6 +146,7 @@ func dayBefore(t *testing.T, d string) string {
 // containers stop at the first failure); the same release is installed on 2.4.2. At the boundary: the day before the
 // floor's date installs on 1.6 (no floor rendered), the floor's own date is refused.
 func TestContainerdFloorOnTheNode(t *testing.T) {
+	t.Parallel()
 	floor := func(tag string) string {
 		env, err := renderKind("gvisor.version=" + tag)
 		if err != nil {

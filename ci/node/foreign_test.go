@@ -77,6 +77,7 @@ func treeUnder(snap map[string]string, hostDir string) map[string]string {
 }
 
 func TestForeignBinariesRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, tag string
 		plant     []string
@@ -113,6 +114,7 @@ func TestForeignBinariesRefused(t *testing.T) {
 }
 
 func TestForeignBinariesAdopted(t *testing.T) {
+	t.Parallel()
 	t.Run("failed-download-leaves-them", func(t *testing.T) {
 		h := newHost(t, "16")
 		plantForeign(h, "runsc", "containerd-shim-runsc-v1")
@@ -244,6 +246,7 @@ func TestForeignBinariesAdopted(t *testing.T) {
 // marker and the backup), right after runsc left the aside folder, and after its manifest went. Each time the next run
 // must succeed and leave the host tree exactly as one uninterrupted run.
 func TestForeignBinariesKilled(t *testing.T) {
+	t.Parallel()
 	all := []string{"runsc", "containerd-shim-runsc-v1", "gvisor-bin"}
 	reference := func(t *testing.T, kc killCase) (want map[string]string, steps []killStep, start string) {
 		tpl := newHost(t, kc.ver)

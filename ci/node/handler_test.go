@@ -59,6 +59,7 @@ func mainWithImports(ver string) string {
 }
 
 func TestForeignHandler(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "17", "24"} {
 		for _, where := range []string{"main", "drop-in"} {
 			t.Run(where+"/"+ver, func(t *testing.T) {
@@ -113,6 +114,7 @@ func TestForeignHandler(t *testing.T) {
 // one changes, goes, or a new one appears in an imported folder; the installer's next run judges the handler again
 // (a new drop-in that redefines runsc: refused, naming it).
 func TestImportDrift(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "17", "24"} {
 		t.Run(ver, func(t *testing.T) {
 			t.Parallel()
@@ -153,6 +155,7 @@ func sum512(s string) string { b := sha512.Sum512([]byte(s)); return hex.EncodeT
 // TestShadowedOnPath: with the install dir on PATH, the handler names the shim (and runsc.toml no runsc) by name, so
 // a copy earlier on the host's PATH would run instead of the verified one: refused, naming it, nothing changed.
 func TestShadowedOnPath(t *testing.T) {
+	t.Parallel()
 	for _, b := range []string{"containerd-shim-runsc-v1", "runsc"} {
 		t.Run(b, func(t *testing.T) {
 			h := newHost(t, "24")

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,13 +54,11 @@ func newHost(t *testing.T, ver string) *Host {
 		}
 	}
 	fb := filepath.Join(h.Dir, "fakebin")
-	h.write(fb+"/containerd", 0o755, fmt.Sprintf("#!/bin/sh\nexec %s \"$@\"\n", h.Ctrd))
-	h.write(fb+"/ctr", 0o755, fmt.Sprintf("#!/bin/sh\nexec %s \"$@\"\n", ctrBin))
+	h.link(h.Ctrd, fb+"/containerd")
+	h.link(ctrBin, fb+"/ctr")
 	h.write(fb+"/systemctl", 0o755, strings.ReplaceAll(fakeSystemctl, "@DIR@", h.Dir))
-	h.Exec = filepath.Join(h.Dir, "hostexec")
-	h.write(h.Exec, 0o755, hostExecScript(h.Dir, "hostexec", "--net"))
-	h.ExecNet = filepath.Join(h.Dir, "hostexec-net")
-	h.write(h.ExecNet, 0o755, hostExecScript(h.Dir, "hostexec-net", ""))
+	h.Exec = h.hostExec("hostexec")
+	h.ExecNet = h.hostExec("hostexec-net")
 	h.Env = map[string]string{
 		"GVISORGEN_SCRIPTS":        scriptsDir,
 		"HOST_ROOT":                h.Root,
@@ -84,36 +83,30 @@ func newHost(t *testing.T, ver string) *Host {
 	return h
 }
 
-// The HOST_EXEC of the tests: a private mount namespace in which the fake host's dirs hide the machine's, with the
-// fake systemctl and the chosen containerd in /usr/local/sbin (first on the host PATH the scripts use). Commands see
-// the host's real paths, as under nsenter. HOST_EXEC (mount only, as nsenter -t 1 -m) also gets a new, empty network
-// namespace, so that a command that needed the host's network fails here; it refuses curl outright, which belongs to
-// HOST_EXEC_NET. HOST_EXEC_NET keeps the machine's network (the test servers on 127.0.0.1) and runs curl only. Each
-// wrapper logs the command it ran to @DIR@/hostexec.log, prefixed by its name.
-const hostExecTmpl = `#!/bin/sh
-me=@NAME@
-c=
-for a in "$@"; do case $a in env | *=*) ;; *) c=${a##*/}; break ;; esac; done
-echo "$me $c" >>@DIR@/hostexec.log
-case "$me:$c" in
-hostexec:curl) echo "hostexec: curl must run through HOST_EXEC_NET (it needs the host's network)" >&2; exit 97 ;;
-hostexec-net:curl) ;;
-hostexec-net:*) echo "hostexec-net: only curl may run through HOST_EXEC_NET, not $c" >&2; exit 97 ;;
-esac
-exec unshare --mount @UNSHARE@ --propagation private sh -c '
-set -e
-H=@DIR@/host
-mount --bind "$H/etc/containerd" /etc/containerd
-mount --bind "$H/usr/local/bin" /usr/local/bin
-mount --bind "$H/run" /run
-mount --bind "$H/home" /home
-mount --bind @DIR@/fakebin /usr/local/sbin
-export PATH=@DIR@/fakebin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-exec "$@"' hostexec "$@"
-`
+// hostExec links the tests' HOST_EXEC (ci/node/hostexec, built once by TestMain) into the host's folder under name,
+// which selects what it does: "hostexec" (a private mount namespace in which the fake host's dirs hide the machine's,
+// with the fake systemctl and the chosen containerd first on PATH, and a new, empty network namespace: as nsenter -t 1
+// -m leaves the pod's network; curl refused), "hostexec-net" (the machine's network, curl only), any other name (as
+// hostexec, without the refusal). Each logs the commands it ran to hostexec.log, prefixed by its name.
+func (h *Host) hostExec(name string) string {
+	p := filepath.Join(h.Dir, name)
+	h.link(hostExecBin, p)
+	return p
+}
 
-func hostExecScript(dir, name, unshare string) string {
-	return strings.NewReplacer("@DIR@", dir, "@NAME@", name, "@UNSHARE@", unshare).Replace(hostExecTmpl)
+// link makes newname a symbolic link to oldname (replacing what was there): a command of the fake host without a script in between (and
+// without writing an executable, which a concurrent fork could keep open: ETXTBSY).
+func (h *Host) link(oldname, newname string) {
+	h.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(newname), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Remove(newname); err != nil && !os.IsNotExist(err) {
+		h.t.Fatal(err)
+	}
+	if err := os.Symlink(oldname, newname); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // A systemctl for the fake host: start/restart/stop/is-active containerd, with a private root; a knob file makes the
@@ -148,11 +141,12 @@ case "$1 ${2:-}" in
 	if [ -s "$D/knobs/config" ]; then cfg="--config $(cat "$D/knobs/config")"; fi
 	setsid containerd $cfg --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
 	echo $! >"$D/containerd.pid"
+	# up when its socket answers: ctr (a Go program, ~0.1 s of CPU) only once the socket exists
 	i=0
-	until ctr version >/dev/null 2>&1; do
+	until [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1; do
 		i=$((i+1))
-		if [ $i -gt 100 ] || ! alive "$(cat "$D/containerd.pid")"; then echo "containerd failed to start" >&2; exit 1; fi
-		sleep 0.1
+		if [ $i -gt 200 ] || ! alive "$(cat "$D/containerd.pid")"; then echo "containerd failed to start" >&2; exit 1; fi
+		sleep 0.05
 	done ;;
 "stop containerd") stop ;;
 "is-active containerd") if [ -f "$D/containerd.pid" ] && alive "$(cat "$D/containerd.pid")"; then echo active; else echo inactive; exit 3; fi ;;
@@ -165,9 +159,25 @@ func (h *Host) write(path string, mode os.FileMode, content string) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+	if err := writeFile(path, []byte(content), mode); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// writeFile is os.WriteFile with no fork in between: tests run in parallel, and a child forked while an executable's
+// write descriptor is open holds it until it execs, so that running the file fails with "text file busy" (ETXTBSY).
+// os/exec forks under syscall.ForkLock's write lock; holding the read lock keeps forks out while the file is open.
+// A symbolic link at path (the hosts' containerd and ctr are links to the real binaries) is replaced, never written
+// through.
+func writeFile(path string, b []byte, mode os.FileMode) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return os.WriteFile(path, b, mode)
 }
 
 // P is a host path inside the fake host.

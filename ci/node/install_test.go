@@ -80,6 +80,7 @@ func tlsEnv(path string, kv ...string) map[string]string {
 }
 
 func TestInstall(t *testing.T) {
+	t.Parallel()
 	t.Run("binaries-layout-then-skip", func(t *testing.T) {
 		h := newHost(t, "16")
 		h.mustRun("install-runsc.sh", nil)
@@ -149,7 +150,7 @@ func TestInstall(t *testing.T) {
 	})
 	t.Run("flaky-server-retried", func(t *testing.T) {
 		h := newHost(t, "16")
-		r := h.mustRun("install-runsc.sh", map[string]string{"GVISOR_BASE_URL": faultURL + "/flaky/1", "DOWNLOAD_RETRIES": "3"})
+		r := h.mustRun("install-runsc.sh", map[string]string{"GVISOR_BASE_URL": faultURL + "/flaky/1-install", "DOWNLOAD_RETRIES": "3"})
 		assertContains(t, "output", r.Output, "503")
 		h.assertInstalled("/usr/local/bin", tagBin, binFiles...)
 	})

@@ -108,6 +108,7 @@ func hookedScripts(t *testing.T) string {
 // TestKillHookCoversApplets: the hook wraps every applet a script names in gvz_need_applets (a new applet the hook
 // did not wrap could be the first call after a file is created, and the kill would land later than meant).
 func TestKillHookCoversApplets(t *testing.T) {
+	t.Parallel()
 	wrapped := map[string]bool{}
 	for _, a := range hookedApplets {
 		wrapped[a] = true
@@ -382,6 +383,7 @@ func killCases() []killCase {
 // and a second plain run, which must succeed and leave the host tree and TMPDIR exactly as the reference run did: no
 // temp file, probe, CA bundle, candidate, staging folder, stale lock or scratch folder of the killed run is left.
 func TestKilledRun(t *testing.T) {
+	t.Parallel()
 	for _, kc := range killCases() {
 		t.Run(kc.name, func(t *testing.T) {
 			// the start state is made once and copied into each host (then containerd is started on it)
@@ -499,6 +501,7 @@ func killAt(t *testing.T, kc killCase, st killStep, want map[string]string, star
 // that is gone (removed), the same names with the pid of a live process running an installer script (kept), and
 // lookalikes gvisorgen does not make (kept: other names, a symlink, a staging folder holding someone else's file).
 func TestLeftovers(t *testing.T) {
+	t.Parallel()
 	h := newHost(t, "16")
 	c := exec.Command("true")
 	_ = c.Run()

@@ -29,6 +29,7 @@ func fullInstall(t *testing.T, ver, cfg string) *Host {
 }
 
 func TestRestartFailure(t *testing.T) {
+	t.Parallel()
 	t.Run("rollback-when-containerd-does-not-come-back/1.6", func(t *testing.T) {
 		h := newHost(t, "16")
 		h.setConfig(def16())
@@ -95,6 +96,7 @@ func TestRestartFailure(t *testing.T) {
 }
 
 func TestConcurrentRuns(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		t.Run(ver, func(t *testing.T) {
 			h := newHost(t, ver)
@@ -162,6 +164,7 @@ func (h *Host) plantLock(holder string) {
 }
 
 func TestLock(t *testing.T) {
+	t.Parallel()
 	self := pidNS("self")
 	deadPid := func() int {
 		c := exec.Command("true")
@@ -246,16 +249,18 @@ func TestLock(t *testing.T) {
 		// the request), not for a moment: the run then holds the lock and has its scratch folder (the download's
 		// target), which the next run must remove (TestKilledRun kills right after each step that makes a path).
 		cmd := exec.Command(filepath.Join(bbDir, "sh"), filepath.Join(scriptsDir, "install-runsc.sh"))
-		cmd.Env = h.scriptEnv(map[string]string{"GVISOR_BASE_URL": faultURL + "/hang", "DOWNLOAD_TIMEOUT_SECONDS": "30",
+		tok := filepath.Base(h.Dir) + "-" + filepath.Base(filepath.Dir(h.Dir))
+		hits := counter(&hangHits, tok)
+		cmd.Env = h.scriptEnv(map[string]string{"GVISOR_BASE_URL": faultURL + "/hang/" + tok, "DOWNLOAD_TIMEOUT_SECONDS": "30",
 			"GVISOR_SHA512_PINS": autoPins(tagBin)})
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		hangs := hangHits.Load()
+		hangs := hits.Load()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		for deadline := time.Now().Add(2 * time.Minute); hangHits.Load() == hangs; {
+		for deadline := time.Now().Add(2 * time.Minute); hits.Load() == hangs; {
 			select {
 			case err := <-done:
 				t.Fatalf("the run ended (%v) before its download", err)
@@ -283,6 +288,7 @@ func TestLock(t *testing.T) {
 }
 
 func TestReady(t *testing.T) {
+	t.Parallel()
 	h := newHost(t, "24")
 	h.setConfig(def24())
 	h.startContainerd()
@@ -332,6 +338,7 @@ func TestReady(t *testing.T) {
 // TestReadyUnprivileged: ready.sh as the runsc-ready container runs it: another user than root (65534), no
 // capabilities, the host folders mounted read-only, and HOST_EXEC unusable (no host command may run).
 func TestReadyUnprivileged(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		t.Run(ver, func(t *testing.T) {
 			cfg := def16()
@@ -407,6 +414,7 @@ func ociImage(ref string) []byte {
 }
 
 func TestUninstall(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, ver, cfg string }{{"default", "16", def16()}, {"default", "24", def24()}, {"no-runtimes", "16", cfgV2NoRuntimes}} {
 		t.Run("removes-everything-restores-config/"+c.name+"/"+c.ver, func(t *testing.T) {
 			h := fullInstall(t, c.ver, c.cfg)

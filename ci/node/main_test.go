@@ -33,13 +33,14 @@ var (
 	ctrd17      string // containerd 1.7 built from its module in a wrapper module (ci/containerd17)
 	ctrBin      string // ctr client (Debian's)
 	crictlBin   string // crictl (ci/node/setup.sh builds it): the hosts that have one ask CRI for the runsc handler
+	hostExecBin string // ci/node/hostexec, built by TestMain: every host's HOST_EXEC (Host.hostExec)
 	httpdURL    string // busybox httpd serving work/serve
 	faultURL    string // Go server with fault injection
 	refusedURL  string // nothing listens there
 	artSHA      = map[string]string{}
 	defaults    = map[string][]byte{} // "16", "24": `containerd config default`
-	faultCounts sync.Map
-	hangHits    atomic.Int64 // requests the fault server's /hang/ got (a download in flight)
+	faultCounts sync.Map              // path → *atomic.Int64: requests /flaky/ got
+	hangHits    sync.Map              // token → *atomic.Int64: requests /hang/<token>/... got (a download in flight)
 )
 
 const (
@@ -100,6 +101,14 @@ func run(m *testing.M) int {
 	work, err = os.MkdirTemp("", "gvisorgen-node-")
 	must(err)
 	defer os.RemoveAll(work)
+
+	hostExecBin = filepath.Join(work, "hostexec")
+	build := exec.Command("go", "build", "-trimpath", "-o", hostExecBin, "./hostexec")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: building ci/node/hostexec: %v\n%s", err, out)
+		return 1
+	}
 
 	// busybox-only PATH
 	bbDir = filepath.Join(work, "bb")
@@ -247,9 +256,10 @@ func tarBz2(prefix string, files map[string][]byte) []byte {
 
 // fault serves the release bucket with injected faults:
 //
-//	/hang/...      never answers (timeouts)
+//	/hang/...      never answers (timeouts); counts the requests per first path segment (hangHits)
 //	/trunc/...     announces the full length, sends half, closes
-//	/flaky/<n>/... fails with 503 the first <n> times per path, then serves the file
+//	/flaky/<n>[-<name>]/... fails with 503 the first <n> times per path, then serves the file (a name of its own keeps
+//	               a test apart from another running in parallel)
 func fault(w http.ResponseWriter, r *http.Request) {
 	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 2)
 	if len(parts) < 2 {
@@ -259,7 +269,8 @@ func fault(w http.ResponseWriter, r *http.Request) {
 	serve := filepath.Join(work, "serve", "release")
 	switch parts[0] {
 	case "hang":
-		hangHits.Add(1)
+		token, _, _ := strings.Cut(parts[1], "/")
+		counter(&hangHits, token).Add(1)
 		select {
 		case <-r.Context().Done():
 		case <-time.After(60 * time.Second):
@@ -287,10 +298,7 @@ func fault(w http.ResponseWriter, r *http.Request) {
 		rest := strings.SplitN(parts[1], "/", 2)
 		var n int
 		fmt.Sscanf(rest[0], "%d", &n)
-		v, _ := faultCounts.LoadOrStore(r.URL.Path, new(int))
-		c := v.(*int)
-		*c++
-		if *c <= n {
+		if counter(&faultCounts, r.URL.Path).Add(1) <= int64(n) {
 			http.Error(w, "flaky", http.StatusServiceUnavailable)
 			return
 		}
@@ -298,4 +306,10 @@ func fault(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// counter is m's counter for key (tests run in parallel: each counts its own).
+func counter(m *sync.Map, key string) *atomic.Int64 {
+	v, _ := m.LoadOrStore(key, new(atomic.Int64))
+	return v.(*atomic.Int64)
 }

@@ -31,6 +31,7 @@ func (h *Host) hostExecLog() map[string]int {
 // over verified TLS, configure with a restart, uninstall with a restart) passes on both containerd versions, and the
 // log shows curl only through HOST_EXEC_NET and every other command through HOST_EXEC.
 func TestNamespacesPerCommand(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		t.Run("life/"+ver, func(t *testing.T) {
 			cfg := def16()
@@ -70,8 +71,7 @@ func TestNamespacesPerCommand(t *testing.T) {
 		// curl in the mount namespace alone (a new network namespace, no refusal by name) cannot reach the server:
 		// the network namespace is what HOST_EXEC_NET adds, and curl needs it.
 		h := newHost(t, "24")
-		plain := filepath.Join(h.Dir, "hostexec-mount-only")
-		h.write(plain, 0o755, hostExecScript(h.Dir, "mount-only", "--net"))
+		plain := h.hostExec("mount-only")
 		r := h.refused(tlsEnv("/release", "HOST_EXEC_NET", plain), `runsc.*(failed|could not|Couldn't connect|Could not connect)`)
 		if !strings.Contains(r.Output, "127.0.0.1") {
 			t.Errorf("the refusal does not name the URL: %s", r)

@@ -17,6 +17,7 @@ const runscSub = "/etc/containerd/runsc/runsc.toml"
 // byte-identical and removes runsc.toml and the folder it created — and only that: a folder that was there before
 // (the user's, empty) stays.
 func TestRunscConfigSubfolder(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		for _, usersDir := range []bool{false, true} {
 			name := ver + "/created-by-gvisorgen"
@@ -71,6 +72,7 @@ func TestRunscConfigSubfolder(t *testing.T) {
 // removes the old file only when it is gvisorgen's own as recorded (its managed header and the digest in the applied
 // marker); a file edited since is left in place. The next run is byte-identical with 0 restarts.
 func TestRunscConfigMoves(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		for _, edited := range []bool{false, true} {
 			name := ver + "/gvisorgens-own"
@@ -114,6 +116,7 @@ func TestRunscConfigMoves(t *testing.T) {
 // goes straight to uninstall with the new default path: the old file, gvisorgen's own as recorded, goes too, and the
 // config is restored byte for byte.
 func TestRunscConfigMovedUninstall(t *testing.T) {
+	t.Parallel()
 	for _, ver := range []string{"16", "24"} {
 		t.Run(ver, func(t *testing.T) {
 			h, orig := installedAtOldPath(t, ver)

@@ -12,6 +12,7 @@ import (
 // installs it with a WARNING line. With sidecar-usage-policy = "STRICT" in runsc.toml (gvisor.runsc.config) runsc
 // refuses to boot such a sandbox, so the installer refuses the release before installing anything.
 func TestArchiveWithoutSentrySidecar(t *testing.T) {
+	t.Parallel()
 	t.Run("strict-refused", func(t *testing.T) {
 		h := newHost(t, "24")
 		r := h.refused(map[string]string{"GVISOR_VERSION": tagArch, "RUNSC_CONFIG_TOML": `sidecar-usage-policy = "STRICT"`},

@@ -93,6 +93,7 @@ func bothWaysOut(t *testing.T, r Result) {
 
 // The supply-chain rule on the node: an artifact is installed only if it is pinned or came over verified TLS.
 func TestTrust(t *testing.T) {
+	t.Parallel()
 	subst := tlsEvilURL + "/subst"
 	t.Run("self-signed-substitute-refused-without-pin", func(t *testing.T) {
 		// The attack: a self-signed server for another name serves a substitute runsc and a matching .sha512.
@@ -187,7 +188,7 @@ func TestTrust(t *testing.T) {
 	})
 	t.Run("verified-tls-flaky-server-retried", func(t *testing.T) {
 		h := newHost(t, "16")
-		r := h.mustRun("install-runsc.sh", tlsEnv("/fault/flaky/1", "DOWNLOAD_RETRIES", "3"))
+		r := h.mustRun("install-runsc.sh", tlsEnv("/fault/flaky/1-trust", "DOWNLOAD_RETRIES", "3"))
 		assertContains(t, "output", r.Output, "server error")
 		h.assertInstalled("/usr/local/bin", tagBin, binFiles...)
 	})
