@@ -33,26 +33,45 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
-	pass=0 fail=0
-	# "containerd installdir config tag": the fifth run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
-	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
-	for run in "16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905" \
-		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905"; do
+	# The runs are independent (each its own namespaces, /run, host tree, server and CNI bridge) and half of a run is
+	# waiting (containerd restarts, the sandbox booting): GVZ_E2E_JOBS of them at a time (default 3), each run's output
+	# kept and printed whole, in the order of the list, once it is done.
+	jobs=${GVZ_E2E_JOBS:-3}
+	runs=("16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905"
+		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905")
+	ws=() pids=()
+	for i in "${!runs[@]}"; do
 		# shellcheck disable=SC2086 # "containerd mode config tag", split on purpose
-		set -- $run
+		set -- ${runs[$i]}
 		v=$1
 		case $v in 16) bin=/usr/bin/containerd ;; 17) bin=$C17 ;; *) bin=$C24 ;; esac
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
-		t0=$(date +%s)
-		if GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3" "$4"; then
-			echo "e2e: containerd $v, install dir $2, config host$3.toml, gVisor $4: PASS in $(($(date +%s) - t0))s"
+		ws[i]=$W
+		while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+		(
+			t0=$(date +%s)
+			rc=0
+			GVZ_E2E_INNER=1 G=$G "$USERNSRUN" bash "$REPO/ci/node/e2e.sh" "$v" "$bin" "$W" "$2" "$3" "$4" >"$W/run.log" 2>&1 || rc=$?
+			echo "$rc $(($(date +%s) - t0))" >"$W/run.rc"
+		) &
+		pids[i]=$!
+	done
+	pass=0 fail=0
+	for i in "${!runs[@]}"; do
+		wait "${pids[$i]}" || true
+		# shellcheck disable=SC2086 # "containerd mode config tag", split on purpose
+		set -- ${runs[$i]}
+		W=${ws[$i]}
+		cat "$W/run.log"
+		read -r rc took <"$W/run.rc" || { rc=1 took='?'; }
+		if [ "$rc" = 0 ]; then
+			echo "e2e: containerd $1, install dir $2, config host$3.toml, gVisor $4: PASS in ${took}s"
 			pass=$((pass + 1))
+			rm -rf "$W"
 		else
-			echo "e2e: containerd $v, install dir $2, config host$3.toml, gVisor $4: FAIL in $(($(date +%s) - t0))s (logs kept in $W)"
+			echo "e2e: containerd $1, install dir $2, config host$3.toml, gVisor $4: FAIL in ${took}s (logs kept in $W)"
 			fail=$((fail + 1))
-			continue
 		fi
-		rm -rf "$W"
 	done
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]
