@@ -31,8 +31,9 @@ vet: build
 	$(BIN) vet
 
 # Whole tests make test leaves to make test-heavy (the CLI scripts' share is heavyScripts in
-# cmd/gvisorgen/main_test.go): fleets evaluated both ways and the fuzz seeds, tens of seconds of CPU.
-HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile
+# cmd/gvisorgen/main_test.go): fleets evaluated both ways, the fuzz seeds and the kill test of a real generate (its
+# windows are covered step by step in make test by internal/tree's TestKilledAtEveryStep), tens of seconds of CPU.
+HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile|TestKillDuringWrite
 
 ## test: lint, unit, golden, CLI and kustomize-parity tests (the inner loop; make test-heavy has the slowest cases)
 test: $(KUSTOMIZE) $(CUE) lint
@@ -40,7 +41,7 @@ test: $(KUSTOMIZE) $(CUE) lint
 	# the node and cluster suites build only under their tags: vet them too
 	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster
 
-## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, HEAVY_TESTS, every benchmark once (the kill tests are all in make test)
+## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, HEAVY_TESTS (the kill test of a real generate among them), every benchmark once
 test-heavy: $(KUSTOMIZE) $(CUE)
 	GVISORGEN_TEST_HEAVY=1 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) \
 		$(GO) test -count=1 -run '^(TestScripts|$(HEAVY_TESTS))$$' ./cmd/gvisorgen ./internal/gen

@@ -184,26 +184,35 @@ func (c *Cluster) start() error {
 	return err
 }
 
+// cgroupRoot is kubelet's cgroupRoot (prepare.sh names it: gvisorgen-e2e-<V>-<run>), without its leading slash.
+func (c *Cluster) cgroupRoot() string { return c.env["GVZ_CGROUP_ROOT"] }
+
 func (c *Cluster) cgroups() []string {
-	m, _ := filepath.Glob("/sys/fs/cgroup/*/gvisorgen-e2e-" + c.V)
+	if c.cgroupRoot() == "" {
+		return nil
+	}
+	m, _ := filepath.Glob("/sys/fs/cgroup/*/" + c.cgroupRoot())
 	return m
 }
 
-// makeCgroups creates kubelet's cgroupRoot (/gvisorgen-e2e-<V>) in every v1 hierarchy.
+// makeCgroups creates kubelet's cgroupRoot in every v1 hierarchy.
 func (c *Cluster) makeCgroups() error {
+	if c.cgroupRoot() == "" {
+		return fmt.Errorf("node.env names no GVZ_CGROUP_ROOT")
+	}
 	hs, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, h := range hs {
 		if fi, err := os.Stat(h); err != nil || !fi.IsDir() || filepath.Base(h) == "unified" {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Join(h, "gvisorgen-e2e-"+c.V), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(h, c.cgroupRoot()), 0o755); err != nil {
 			return fmt.Errorf("cgroupRoot: %w", err)
 		}
 	}
 	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 		b, err := os.ReadFile("/sys/fs/cgroup/cpuset/" + f)
 		if err == nil {
-			err = os.WriteFile("/sys/fs/cgroup/cpuset/gvisorgen-e2e-"+c.V+"/"+f, b, 0o644)
+			err = os.WriteFile("/sys/fs/cgroup/cpuset/"+c.cgroupRoot()+"/"+f, b, 0o644)
 		}
 		if err != nil {
 			return fmt.Errorf("cgroupRoot %s: %w", f, err)

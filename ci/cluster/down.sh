@@ -9,9 +9,10 @@ for f in "$W"/c*/run/ns.pid; do
 	rm -f "$f"
 done
 sleep 1
-for d in /sys/fs/cgroup/*/gvisorgen-e2e-*; do
+# this run's cgroups only (prepare.sh: gvisorgen-e2e-<V>-<the suffix of W's name>): another run may be up beside it
+for d in /sys/fs/cgroup/*/gvisorgen-e2e-*-"${W##*.}"; do
 	[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
 done
-left=$(find /sys/fs/cgroup/*/ -maxdepth 1 -name 'gvisorgen-e2e-*' 2>/dev/null)
+left=$(find /sys/fs/cgroup/*/ -maxdepth 1 -name "gvisorgen-e2e-*-${W##*.}" 2>/dev/null)
 [ -z "$left" ] || { echo "down: cgroups left: $left" >&2; exit 1; }
 echo "down: stopped"

@@ -58,7 +58,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // podCgroup finds a pod's cgroup in one v1 hierarchy under this node's cgroupRoot (any QoS class).
 func (c *Cluster) podCgroup(t *testing.T, hierarchy, uid string) string {
 	t.Helper()
-	root := fmt.Sprintf("/sys/fs/cgroup/%s/gvisorgen-e2e-%s", hierarchy, c.V)
+	root := fmt.Sprintf("/sys/fs/cgroup/%s/%s", hierarchy, c.cgroupRoot())
 	for _, pat := range []string{"*/pod" + uid, "*/*/pod" + uid} {
 		if m, _ := filepath.Glob(filepath.Join(root, pat)); len(m) == 1 {
 			return m[0]

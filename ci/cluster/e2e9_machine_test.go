@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,8 @@ func TestMachineFilesUnchanged(t *testing.T) {
 		if err := stopAll(); err != nil {
 			t.Error(err)
 		}
-		if left, _ := filepath.Glob("/sys/fs/cgroup/*/gvisorgen-e2e-*"); len(left) > 0 {
+		// this run's only: another run may have its clusters up beside this one
+		if left, _ := filepath.Glob("/sys/fs/cgroup/*/gvisorgen-e2e-*-" + runID()); len(left) > 0 {
 			t.Errorf("cgroups left: %v", left)
 		}
 	}
@@ -24,4 +26,9 @@ func TestMachineFilesUnchanged(t *testing.T) {
 		t.Errorf("the machine's files changed:\n%s", lineDiff(hostBefore, after, 40))
 	}
 	t.Logf("no file of the machine changed (%d paths)", len(hostPaths))
+}
+
+// runID names this run's cgroups (prepare.sh: gvisorgen-e2e-<V>-<run>, the suffix of the scratch folder's name).
+func runID() string {
+	return strings.TrimPrefix(filepath.Ext(work), ".")
 }

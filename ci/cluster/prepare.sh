@@ -191,8 +191,11 @@ node_files() { # V
 		printf '#!/bin/sh\nexec %s "$@"\n' "$C24" >"$H/usr-local-sbin/containerd"
 		chmod 755 "$H/usr-local-sbin/containerd"
 	fi
-	printf 'GVZ_W=%s\nGVZ_K8S=%s\nGVZ_CTRD=%s\nGVZ_CTRD_PATH=%s\nGVZ_SERVE=%s\nGVZ_NODE_IP=%s\nGVZ_MIRROR=%s\nGVZ_MIRROR_PORT=18443\nGVZ_MIRROR_TLS=%s\n' \
-		"$cw" "$K8S" "$ctrd" "$ctrd_path" "$cw/serve" "$NODE_IP" "$W/tlsmirror" "$TLS" >"$cw/node.env"
+	# kubelet's cgroupRoot, named by the version and this run's scratch folder: two runs side by side (.ci/run runs
+	# the cluster and the Flux scenarios at once, each with its c16) never share a cgroup
+	cgroot=gvisorgen-e2e-$v-${W##*.}
+	printf 'GVZ_W=%s\nGVZ_K8S=%s\nGVZ_CTRD=%s\nGVZ_CTRD_PATH=%s\nGVZ_SERVE=%s\nGVZ_NODE_IP=%s\nGVZ_MIRROR=%s\nGVZ_MIRROR_PORT=18443\nGVZ_MIRROR_TLS=%s\nGVZ_CGROUP_ROOT=%s\n' \
+		"$cw" "$K8S" "$ctrd" "$ctrd_path" "$cw/serve" "$NODE_IP" "$W/tlsmirror" "$TLS" "$cgroot" >"$cw/node.env"
 	# containerd's own default config (1.6: version 2; 2.4.2: version 4) plus the test-only keys: CNI plugins of
 	# Debian's package, CNI config in scratch, restrict_oom_score_adj (the user namespace cannot lower oom_score_adj)
 	"$ctrd" config default | sed -E \
@@ -246,7 +249,7 @@ EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
-cgroupRoot: /gvisorgen-e2e-$v
+cgroupRoot: /$cgroot
 failSwapOn: false
 failCgroupV1: false
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock

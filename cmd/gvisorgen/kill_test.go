@@ -17,13 +17,14 @@ import (
 )
 
 // killFleet is the number of targets of TestKillDuringWrite's fleet (besides
-// the repository's own); GVISORGEN_KILL_TARGETS overrides it. make test runs
-// a fleet of 10 (a write phase of some 30 files: a kill lands inside it or
-// just after, and every tree it leaves is checked the same way). A bigger
+// the repository's own); GVISORGEN_KILL_TARGETS overrides it. make
+// test-heavy runs a fleet of 10 (a write phase of some 30 files: a kill lands
+// inside it or just after, and every tree it leaves is checked the same way;
+// make test leaves it out, HEAVY_TESTS in the Makefile). A bigger
 // fleet no longer buys coverage: every window of the write phase — each
 // file-system call of Apply, a staged file torn halfway — is killed in turn,
-// deterministically, by internal/tree's TestKilledAtEveryStep, so make
-// test-heavy no longer runs 1000; set GVISORGEN_KILL_TARGETS (1000: a write
+// deterministically, by internal/tree's TestKilledAtEveryStep (in make
+// test), so no target runs 1000; set GVISORGEN_KILL_TARGETS (1000: a write
 // phase of 2000 files) for a large run by hand.
 const killFleet = 10
 
