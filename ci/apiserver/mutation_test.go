@@ -395,6 +395,7 @@ func (v verdict) String() string {
 
 type result struct {
 	m      mutation
+	file   string // the mutated file, once written (vetAll judges every one in one run)
 	server verdict
 	vet    verdict
 }
@@ -445,6 +446,57 @@ func (v *vetter) vet(ctx context.Context, file string) verdict {
 	}
 }
 
+// vetAll judges every written mutation with one `gvisorgen vet --manifests DIR` (DIR holds them alone) instead of one
+// run per file (~0.3 s of CPU each, 167 of them). Without --target, vet checks each document on its own, so a file's
+// verdict is the same in the batch: rejected when the report names it (each problem is an "error: FILE: document
+// N ..." line and the lines under it, up to the next "error: ", "warning: " or "gvisorgen: " line), accepted
+// otherwise. A batch that ends in anything but 0 or 1 (a file vet
+// cannot read as YAML makes the whole run invalid) is judged again one file at a time.
+func (v *vetter) vetAll(ctx context.Context, dir string, results []result) string {
+	var pending []int
+	for i := range results {
+		if results[i].file != "" && results[i].vet == (verdict{}) {
+			pending = append(pending, i)
+		}
+	}
+	if len(pending) == 0 {
+		return "no file to vet"
+	}
+	batch := v.vet(ctx, dir)
+	if batch.err != "" || (batch.code != 0 && batch.code != 1) {
+		for _, i := range pending {
+			results[i].vet = v.vet(ctx, results[i].file)
+		}
+		return fmt.Sprintf("%d files, one run each (the batch ended: %s, exit %d)", len(pending), batch.err, batch.code)
+	}
+	blocks := map[string][]string{} // file → its problems' lines
+	cur := ""
+	for _, l := range strings.Split(batch.msg, "\n") {
+		if rest, ok := strings.CutPrefix(l, "error: "); ok {
+			cur = ""
+			for _, i := range pending {
+				if strings.HasPrefix(rest, results[i].file+":") {
+					cur = results[i].file
+					break
+				}
+			}
+		} else if strings.HasPrefix(l, "gvisorgen: ") || strings.HasPrefix(l, "warning: ") {
+			cur = ""
+		}
+		if cur != "" {
+			blocks[cur] = append(blocks[cur], l)
+		}
+	}
+	for _, i := range pending {
+		if b, ok := blocks[results[i].file]; ok {
+			results[i].vet = verdict{ok: false, code: 1, msg: strings.Join(b, "\n")}
+		} else {
+			results[i].vet = verdict{ok: true, code: 0}
+		}
+	}
+	return fmt.Sprintf("%d files in one run, %d rejected", len(pending), len(blocks))
+}
+
 func serverVerdict(ctx context.Context, c *cluster, file string) verdict {
 	out, err := c.dryRun(ctx, file)
 	var ee *exec.ExitError
@@ -458,7 +510,11 @@ func serverVerdict(ctx context.Context, c *cluster, file string) verdict {
 func testMutations(t *testing.T, c *cluster, root string) {
 	ctx := context.Background()
 	srcDir := filepath.Join(root, "generated", mutationTarget)
-	work := tempDir(t)
+	// the mutated files alone in their folder: one vet --manifests run judges them all (vetAll)
+	work := filepath.Join(tempDir(t), "mutations")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	vt := buildVet(t, root)
 	if vt.missing != "" {
 		t.Errorf("vet verdicts unavailable: %s", vt.missing)
@@ -555,6 +611,7 @@ func testMutations(t *testing.T, c *cluster, root string) {
 		baseline(smokePod)
 		run(true)
 	}
+	t.Logf("vet --manifests: %s", vt.vetAll(ctx, work, results))
 
 	report(t, results, vt.bin != "")
 }
@@ -608,8 +665,8 @@ func runMutation(ctx context.Context, t *testing.T, c *cluster, vt *vetter, work
 		r.vet.err = r.server.err
 		return r
 	}
+	r.file = file
 	r.server = serverVerdict(ctx, c, file)
-	r.vet = vt.vet(ctx, file)
 	return r
 }
 
