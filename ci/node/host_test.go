@@ -141,11 +141,14 @@ case "$1 ${2:-}" in
 	if [ -s "$D/knobs/config" ]; then cfg="--config $(cat "$D/knobs/config")"; fi
 	setsid containerd $cfg --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
 	echo $! >"$D/containerd.pid"
-	# up when its socket answers: ctr (a Go program, ~0.1 s of CPU) only once the socket exists
+	# up when its socket answers: ctr (a Go program, ~0.1 s of CPU) only once the socket exists. Bounded by the
+	# number of tries (~60 s when quiet, more under load), so that the script's RESTART_TIMEOUT_SECONDS decides, as
+	# systemd's TimeoutStartSec (90 s) leaves it to on a node.
 	i=0
 	until [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1; do
 		i=$((i+1))
-		if [ $i -gt 200 ] || ! alive "$(cat "$D/containerd.pid")"; then echo "containerd failed to start" >&2; exit 1; fi
+		if ! alive "$(cat "$D/containerd.pid")"; then echo "containerd failed to start: it exited (containerd.log)" >&2; exit 1; fi
+		if [ $i -gt 1200 ]; then echo "containerd failed to start: no answer on its socket after 1200 tries" >&2; exit 1; fi
 		sleep 0.05
 	done ;;
 "stop containerd") stop ;;
