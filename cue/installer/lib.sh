@@ -725,6 +725,11 @@ gvz_lock() {
 
 # gvz_break_lock "HOLDER LINE" : rename the stale lock away (atomic), put it back if it changed meanwhile.
 gvz_break_lock() {
+    # Read the holder again right before the rename: a lock made since it was judged (no holder written yet, or
+    # another one) is not this stale one and is left alone. This narrows, not closes, the window in which a run's
+    # fresh lock can be renamed away before its holder is written (README, Time budget: the fix is a lock that
+    # appears with its holder in it).
+    [ "$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)" = "$1" ] || return 0
     _stale=$GVZ_LOCK_DIR.stale.$$
     mv "$GVZ_LOCK_DIR" "$_stale" 2>/dev/null || return 0
     _h2=$(cat "$_stale/holder" 2>/dev/null || true)
