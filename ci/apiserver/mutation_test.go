@@ -450,12 +450,12 @@ func (v *vetter) vet(ctx context.Context, file string) verdict {
 // run per file (~0.3 s of CPU each, 167 of them). Without --target, vet checks each document on its own, so a file's
 // verdict is the same in the batch: rejected when the report names it (each problem is an "error: FILE: document
 // N ..." line and the lines under it, up to the next "error: ", "warning: " or "gvisorgen: " line), accepted
-// otherwise. A batch that ends in anything but 0 or 1 (a file vet
-// cannot read as YAML makes the whole run invalid) is judged again one file at a time.
+// otherwise. A batch that ends in anything but 0 or 1 (a file vet cannot read as YAML makes the whole run invalid) is
+// judged again one file at a time. A result without a file (its mutation failed before writing it) keeps its verdict.
 func (v *vetter) vetAll(ctx context.Context, dir string, results []result) string {
 	var pending []int
 	for i := range results {
-		if results[i].file != "" && results[i].vet == (verdict{}) {
+		if results[i].file != "" {
 			pending = append(pending, i)
 		}
 	}
@@ -588,7 +588,7 @@ func testMutations(t *testing.T, c *cluster, root string) {
 			go func() {
 				defer wg.Done()
 				for i := range jobs {
-					results[i] = runMutation(ctx, t, c, vt, work, originals, i, ms[i])
+					results[i] = runMutation(ctx, t, c, work, originals, i, ms[i])
 				}
 			}()
 		}
@@ -628,7 +628,7 @@ func deliveryFiles(t *testing.T, root string) []string {
 	return out
 }
 
-func runMutation(ctx context.Context, t *testing.T, c *cluster, vt *vetter, work string, originals map[string][]byte, i int, m mutation) result {
+func runMutation(ctx context.Context, t *testing.T, c *cluster, work string, originals map[string][]byte, i int, m mutation) result {
 	r := result{m: m}
 	src, ok := originals[m.file]
 	if !ok {

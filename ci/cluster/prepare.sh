@@ -191,8 +191,8 @@ node_files() { # V
 		printf '#!/bin/sh\nexec %s "$@"\n' "$C24" >"$H/usr-local-sbin/containerd"
 		chmod 755 "$H/usr-local-sbin/containerd"
 	fi
-	# kubelet's cgroupRoot, named by the version and this run's scratch folder: two runs side by side (.ci/run runs
-	# the cluster and the Flux scenarios at once, each with its c16) never share a cgroup
+	# kubelet's cgroupRoot, named by the version and this run's scratch folder: two runs side by side on the machine
+	# (make e2e-cluster and make e2e-flux both have a c16) never share a cgroup
 	cgroot=gvisorgen-e2e-$v-${W##*.}
 	printf 'GVZ_W=%s\nGVZ_K8S=%s\nGVZ_CTRD=%s\nGVZ_CTRD_PATH=%s\nGVZ_SERVE=%s\nGVZ_NODE_IP=%s\nGVZ_MIRROR=%s\nGVZ_MIRROR_PORT=18443\nGVZ_MIRROR_TLS=%s\nGVZ_CGROUP_ROOT=%s\n' \
 		"$cw" "$K8S" "$ctrd" "$ctrd_path" "$cw/serve" "$NODE_IP" "$W/tlsmirror" "$TLS" "$cgroot" >"$cw/node.env"

@@ -36,7 +36,9 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	# The runs are independent (each its own namespaces, /run, host tree, server and CNI bridge) and half of a run is
 	# waiting (containerd restarts, the sandbox booting): GVZ_E2E_JOBS of them at a time (default 3), each run's output
 	# kept and printed whole, in the order of the list, once it is done.
-	jobs=${GVZ_E2E_JOBS:-3}
+	max=${GVZ_E2E_JOBS:-3}
+	# "containerd installdir config tag": the fifth run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
+	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
 	runs=("16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905"
 		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905")
 	ws=() pids=()
@@ -47,7 +49,7 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		case $v in 16) bin=/usr/bin/containerd ;; 17) bin=$C17 ;; *) bin=$C24 ;; esac
 		W=$(mktemp -d /tmp/gvz-e2e.XXXXXX)
 		ws[i]=$W
-		while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+		while [ "$(jobs -rp | wc -l)" -ge "$max" ]; do wait -n || true; done
 		(
 			t0=$(date +%s)
 			rc=0

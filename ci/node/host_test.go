@@ -94,8 +94,8 @@ func (h *Host) hostExec(name string) string {
 	return p
 }
 
-// link makes newname a symbolic link to oldname (replacing what was there): a command of the fake host without a script in between (and
-// without writing an executable, which a concurrent fork could keep open: ETXTBSY).
+// link makes newname a symbolic link to oldname (replacing what was there): a command of the fake host without a
+// script in between, and without writing an executable, which a concurrent fork could keep open (ETXTBSY).
 func (h *Host) link(oldname, newname string) {
 	h.t.Helper()
 	if err := os.MkdirAll(filepath.Dir(newname), 0o755); err != nil {

@@ -15,6 +15,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -83,18 +84,14 @@ func run() error {
 			return fmt.Errorf("binding %s over %s: %w", m[0], m[1], err)
 		}
 	}
-	path := dir + "/fakebin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	bin, err := lookPath(args[0], path)
+	if err := os.Setenv("PATH", dir+"/fakebin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"); err != nil {
+		return err
+	}
+	bin, err := exec.LookPath(args[0])
 	if err != nil {
 		return err
 	}
-	env := []string{"PATH=" + path}
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "PATH=") {
-			env = append(env, e)
-		}
-	}
-	return syscall.Exec(bin, args, env)
+	return syscall.Exec(bin, args, os.Environ())
 }
 
 func appendLine(name, line string) error {
@@ -107,18 +104,4 @@ func appendLine(name, line string) error {
 		err = cerr
 	}
 	return err
-}
-
-// lookPath finds cmd on path as a shell's exec would (a name with a slash is taken as it is).
-func lookPath(cmd, path string) (string, error) {
-	if strings.Contains(cmd, "/") {
-		return cmd, nil
-	}
-	for _, d := range filepath.SplitList(path) {
-		p := filepath.Join(d, cmd)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: not found on %s", cmd, path)
 }
