@@ -141,6 +141,13 @@ func assertContains(t *testing.T, what, s, sub string) {
 	}
 }
 
+func assertNotContains(t *testing.T, what, s, sub string) {
+	t.Helper()
+	if strings.Contains(s, sub) {
+		t.Fatalf("%s contains %q:\n%s", what, sub, s)
+	}
+}
+
 // logfmt parses one logrus text line (key=value, values optionally double-quoted with backslash escapes).
 func logfmt(line string) map[string]string {
 	m := map[string]string{}

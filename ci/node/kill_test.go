@@ -353,7 +353,7 @@ func killCases() []killCase {
 	}
 	return []killCase{
 		{
-			// a stale lock of a run killed earlier is broken first (lock.stale.<pid>), then the binaries layout
+			// a stale lock of a run killed earlier is broken first (lock/holder.broken.<pid>), then the binaries layout
 			name: "install-runsc/binaries-after-a-stale-lock", ver: "16", script: "install-runsc.sh",
 			prep: func(h *Host) {
 				h.plantLock(fmt.Sprintf("%s %s %d 12345 node-a 1 install-runsc", bootID(), pidNS("self"), deadPid()))
@@ -525,6 +525,7 @@ func TestLeftovers(t *testing.T) {
 		"/run/gvisorgen/.gvisorgen-ca." + dead + ".pem",
 		"/run/gvisorgen/.restarted-for.gvisorgen-tmp." + dead,
 		"/run/gvisorgen/lock.stale." + dead + "/holder",
+		"/run/gvisorgen/.lock.new." + dead + "/holder",
 	}
 	kept := []string{
 		"/usr/local/bin/.gvisorgen-probe." + lp,
@@ -553,7 +554,7 @@ func TestLeftovers(t *testing.T) {
 			t.Errorf("left: %s", p)
 		}
 	}
-	for _, p := range []string{"/etc/containerd/.runsc.gvisorgen-tmp." + dead, "/run/gvisorgen/lock.stale." + dead} {
+	for _, p := range []string{"/etc/containerd/.runsc.gvisorgen-tmp." + dead, "/run/gvisorgen/lock.stale." + dead, "/run/gvisorgen/.lock.new." + dead} {
 		if h.exists(p) {
 			t.Errorf("folder left: %s", p)
 		}

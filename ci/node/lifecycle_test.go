@@ -191,14 +191,40 @@ func TestLock(t *testing.T) {
 		r := h.mustRun("install-runsc.sh", nil)
 		assertContains(t, "output", r.Output, "broke a stale lock")
 	})
-	t.Run("empty-lock-dir-older-than-30s-broken", func(t *testing.T) {
+	t.Run("empty-lock-dir-taken-at-once", func(t *testing.T) {
+		// an older installer killed between its mkdir and writing the holder, or a run killed while releasing: an
+		// empty folder holds no lock (the staged lock is renamed onto it)
 		h := newHost(t, "16")
-		d := h.P("/run/gvisorgen/lock")
-		_ = os.MkdirAll(d, 0o755)
-		old := time.Now().Add(-time.Minute)
-		_ = os.Chtimes(d, old, old)
+		_ = os.MkdirAll(h.P("/run/gvisorgen/lock"), 0o755)
 		r := h.mustRun("install-runsc.sh", nil)
+		assertNotContains(t, "output", r.Output, "waiting for the lock")
+	})
+	t.Run("holder-moved-aside-by-a-dead-breaker-put-back-then-broken", func(t *testing.T) {
+		h := newHost(t, "16")
+		h.write(h.P("/run/gvisorgen/lock/holder.broken."+fmt.Sprint(deadPid())), 0o644,
+			fmt.Sprintf("%s %s %d 12345 node-a 1 install-runsc\n", bootID(), self, deadPid()))
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "put back the lock's holder file that run")
 		assertContains(t, "output", r.Output, "broke a stale lock")
+		if h.exists("/run/gvisorgen/lock") {
+			t.Fatal("lock left behind")
+		}
+	})
+	t.Run("holder-moved-aside-by-a-dead-breaker-put-back-and-waited-for", func(t *testing.T) {
+		h := newHost(t, "16")
+		sleeper := exec.Command("sleep", "60")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+		pid := sleeper.Process.Pid
+		line := fmt.Sprintf("%s %s %d %s node-a 1 configure-containerd", bootID(), self, pid, startTime(pid))
+		h.write(h.P("/run/gvisorgen/lock/holder.broken."+fmt.Sprint(deadPid())), 0o644, line+"\n")
+		h.mustFail("install-runsc.sh", map[string]string{"LOCK_TIMEOUT_SECONDS": "2"}, `still holds /run/gvisorgen/lock after 2s`)
+		h.assertNothingInstalled()
+		if got := strings.TrimSpace(h.read("/run/gvisorgen/lock/holder")); got != line {
+			t.Fatalf("the live holder's line was not put back: %q", got)
+		}
 	})
 	t.Run("live-holder-same-pidns-waited-for-then-gone", func(t *testing.T) {
 		h := newHost(t, "16")

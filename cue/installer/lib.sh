@@ -659,10 +659,16 @@ gvz_strip_block() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-# Lock: a directory under the host's STATE_DIR holding "boot_id pidns pid starttime host epoch name". Broken when
-# the holder is provably gone: other boot; same pid namespace and no such process (or another start time); another
-# pid namespace in which no process is left on the host (asked through HOST_EXEC). A live holder is waited for up
-# to LOCK_TIMEOUT_SECONDS, then the run fails (and the init container retries).
+# Lock: the folder STATE_DIR/lock holding the file "holder": "boot_id pidns pid starttime host epoch name". A lock
+# appears with its holder in it: a run stages .lock.new.<pid>/holder and renames that folder onto "lock", which the
+# kernel allows only while "lock" is absent or empty (renaming a folder onto a non-empty one fails), so one run wins
+# and no lock is ever seen without its holder while it is held. A holder provably gone (other boot; same pid namespace
+# and no such process or another start time; another pid namespace in which no process is left on the host, asked
+# through HOST_EXEC) is broken by moving its holder file aside, to lock/holder.broken.<pid>: one rename, which only one
+# breaker wins. If the file moved aside is the one judged gone, the folder is removed; if not (another run took the
+# lock since it was judged), it is put back: while it is aside the folder is not empty, so nobody can take the lock in
+# between. An aside file whose breaker died is put back by the next run. A live holder is waited for up to
+# LOCK_TIMEOUT_SECONDS, then the run fails (and the init container retries).
 
 GVZ_LOCK_HELD=
 
@@ -695,59 +701,72 @@ gvz_lock() {
     [ -d "$_dir" ] || mkdir -p "$_dir" 2>/dev/null || gvz_die "state dir $STATE_DIR is not mounted at $_dir"
     GVZ_LOCK_DIR=$_dir/lock
     GVZ_ME="$(gvz_boot_id) $(gvz_pidns) $$ $(gvz_starttime $$) $(hostname) $(date +%s) $GVZ_NAME"
+    _new=$_dir/.lock.new.$$
+    GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $_new"
+    { mkdir "$_new" && printf '%s\n' "$GVZ_ME" >"$_new/holder"; } 2>/dev/null ||
+        gvz_die "cannot write the lock's staging folder ${_new#"$HOST_ROOT"}"
     _end=$(($(date +%s) + LOCK_TIMEOUT_SECONDS))
     _said=
     while :; do
-        if mkdir "$GVZ_LOCK_DIR" 2>/dev/null; then
-            printf '%s\n' "$GVZ_ME" >"$GVZ_LOCK_DIR/holder"
+        if mv -T "$_new" "$GVZ_LOCK_DIR" 2>/dev/null; then
             GVZ_LOCK_HELD=1
             gvz_clean_leftovers
             return 0
         fi
         _h=$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)
-        if [ -z "$_h" ]; then
-            # Between mkdir and writing the holder, or killed right there: stale after 30 seconds.
-            _m=$(stat -c %Y "$GVZ_LOCK_DIR" 2>/dev/null || echo 0)
-            if [ $(($(date +%s) - _m)) -gt 30 ]; then
-                gvz_break_lock ""
+        if [ -n "$_h" ]; then
+            if gvz_holder_gone "$_h"; then
+                gvz_break_lock "$_h"
                 continue
             fi
-        elif gvz_holder_gone "$_h"; then
-            gvz_break_lock "$_h"
+        elif gvz_unbreak_lock; then
             continue
         fi
-        [ -n "$_said" ] || gvz_log "waiting for the lock $STATE_DIR/lock held by: $_h"
+        [ -n "$_said" ] || gvz_log "waiting for the lock $STATE_DIR/lock held by: ${_h:-<a run breaking it, or no holder file>}"
         _said=1
-        [ "$(date +%s)" -lt "$_end" ] || gvz_die "another gvisorgen run still holds $STATE_DIR/lock after ${LOCK_TIMEOUT_SECONDS}s (holder: $_h); retry later"
+        [ "$(date +%s)" -lt "$_end" ] || gvz_die "another gvisorgen run still holds $STATE_DIR/lock after ${LOCK_TIMEOUT_SECONDS}s (holder: ${_h:-<none: see what $STATE_DIR/lock holds>}); retry later"
         sleep 0.5
     done
 }
 
-# gvz_break_lock "HOLDER LINE" : rename the stale lock away (atomic), put it back if it changed meanwhile.
+# gvz_break_lock "HOLDER LINE" : break the lock of a holder judged gone (see above); status 0 either way.
 gvz_break_lock() {
-    # Read the holder again right before the rename: a lock made since it was judged (no holder written yet, or
-    # another one) is not this stale one and is left alone. This narrows, not closes, the window in which a run's
-    # fresh lock can be renamed away before its holder is written (README, Time budget: the fix is a lock that
-    # appears with its holder in it).
-    [ "$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)" = "$1" ] || return 0
-    _stale=$GVZ_LOCK_DIR.stale.$$
-    mv "$GVZ_LOCK_DIR" "$_stale" 2>/dev/null || return 0
-    _h2=$(cat "$_stale/holder" 2>/dev/null || true)
-    if [ "$_h2" != "$1" ]; then
-        # A new holder took it between our check and the rename: give it back.
-        mv "$_stale" "$GVZ_LOCK_DIR" 2>/dev/null || true
+    _aside=$GVZ_LOCK_DIR/holder.broken.$$
+    mv "$GVZ_LOCK_DIR/holder" "$_aside" 2>/dev/null || return 0
+    if [ "$(cat "$_aside" 2>/dev/null || true)" != "$1" ]; then
+        # another run took the lock since its holder was judged: give that run its holder back
+        mv "$_aside" "$GVZ_LOCK_DIR/holder" 2>/dev/null || true
         return 0
     fi
-    rm -rf "$_stale"
-    gvz_log "broke a stale lock (holder gone): ${1:-<no holder recorded>}"
+    rm -f "$_aside"
+    rmdir "$GVZ_LOCK_DIR" 2>/dev/null || true
+    gvz_log "broke a stale lock (holder gone): $1"
+}
+
+# gvz_unbreak_lock : the lock has no holder file: put back one that a breaker moved aside and died with; status 1 when
+# there is none (a breaker still at work, or a folder being removed: the caller waits).
+gvz_unbreak_lock() {
+    for _gvz_f in "$GVZ_LOCK_DIR"/holder.broken.*; do
+        if [ ! -f "$_gvz_f" ] || [ -L "$_gvz_f" ]; then continue; fi
+        _gvz_p=${_gvz_f##*.}
+        gvz_is_uint "$_gvz_p" || continue
+        ! gvz_pid_runs_script "$_gvz_p" || continue
+        if mv "$_gvz_f" "$GVZ_LOCK_DIR/holder" 2>/dev/null; then
+            gvz_log "put back the lock's holder file that run $_gvz_p moved aside to break it and did not finish"
+            return 0
+        fi
+    done
+    return 1
 }
 
 gvz_unlock() {
     [ -n "$GVZ_LOCK_HELD" ] || return 0
-    if [ "$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)" = "$GVZ_ME" ]; then
-        rm -rf "$GVZ_LOCK_DIR"
-    fi
     GVZ_LOCK_HELD=
+    [ "$(cat "$GVZ_LOCK_DIR/holder" 2>/dev/null || true)" = "$GVZ_ME" ] || return 0
+    # The holder file first: from then on the folder is empty and the next run may take it (rename onto it) before
+    # the rmdir, which then fails, as it should.
+    rm -f "$GVZ_LOCK_DIR/holder"
+    rmdir "$GVZ_LOCK_DIR" 2>/dev/null || true
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -757,15 +776,16 @@ gvz_unlock() {
 # in a folder it writes, a regular file or a folder holding nothing but what gvisorgen puts there, and its maker gone:
 # nobody else holds the lock (so no other run is between taking and releasing it), and the pid in the name is not a
 # live process running an installer script (the init containers share the host's pid namespace; this also guards the
-# two names made outside the lock: a waiting run's scratch folder and a lock being broken). Folders outside the ones
-# this container mounts are skipped (not there).
+# names made outside the lock: a waiting run's scratch and lock staging folders, and an older installer's lock being
+# broken). Folders outside the ones this container mounts are skipped (not there).
 #   <dir>/.<name>.gvisorgen-tmp.<pid>   temp file of an atomic write (INSTALL_DIR and its gvisor-bin/, the config's
 #                                       folder, RUNSC_CONFIG's folder, STATE_DIR), or the staging folder of RUNSC_CONFIG's
 #                                       folder (holding only .gvisorgen-created)
 #   INSTALL_DIR/.gvisorgen-probe.<pid>  the writability probe
 #   INSTALL_DIR/.gvisorgen-foreign.new.<pid>  the aside folder of a takeover of foreign binaries, before its rename
 #   STATE_DIR/.gvisorgen-ca.<pid>.pem   the CA bundle for the host's curl
-#   STATE_DIR/lock.stale.<pid>          a stale lock being broken (holding only its holder file)
+#   STATE_DIR/.lock.new.<pid>           the staging folder of a lock (holding only its holder file)
+#   STATE_DIR/lock.stale.<pid>          a stale lock being broken by an installer older than this one (same)
 #   CONTAINERD_CONFIG.gvisorgen-check   the candidate being validated (no pid: the lock alone proves its maker gone)
 #   ${TMPDIR:-/tmp}/gvisorgen.<pid>.*   scratch (downloads, unpacked archive) in the container's emptyDir, which outlives
 #                                       a killed init container and is capped by tmpSizeLimit
@@ -832,7 +852,7 @@ gvz_clean_leftovers() {
             _gvz_p=${_gvz_f%.pem}
             gvz_sweep "$_gvz_f" "${_gvz_p##*.}"
         done
-        for _gvz_f in "$_gvz_d"/lock.stale.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" holder; done
+        for _gvz_f in "$_gvz_d"/.lock.new.* "$_gvz_d"/lock.stale.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" holder; done
     fi
     if [ -f "$HOST_ROOT$GVZ_CHECK" ] && [ ! -L "$HOST_ROOT$GVZ_CHECK" ]; then
         rm -f "$HOST_ROOT$GVZ_CHECK"
