@@ -33,7 +33,9 @@ vet: build
 # Whole tests make test leaves to make test-heavy (the CLI scripts' share is heavyScripts in
 # cmd/gvisorgen/main_test.go): fleets evaluated both ways, the fuzz seeds and the kill test of a real generate (its
 # windows are covered step by step in make test by internal/tree's TestKilledAtEveryStep), tens of seconds of CPU.
-HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile|TestKillDuringWrite
+# The README's quick start, run as written in a copy of the repository (TestQuickStart), links a fresh gvisorgen.
+HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile|TestKillDuringWrite|TestQuickStart
+HEAVY_PKGS := ./cmd/gvisorgen ./internal/gen ./internal/docs
 
 ## test: lint, unit, golden, CLI and kustomize-parity tests (the inner loop; make test-heavy has the slowest cases)
 test: $(KUSTOMIZE) $(CUE) lint
@@ -44,7 +46,7 @@ test: $(KUSTOMIZE) $(CUE) lint
 ## test-heavy: what make test leaves out to stay an inner loop (.ci/run runs it): the CLI scripts that run gvisorgen most, HEAVY_TESTS (the kill test of a real generate among them), every benchmark once
 test-heavy: $(KUSTOMIZE) $(CUE)
 	GVISORGEN_TEST_HEAVY=1 KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) \
-		$(GO) test -count=1 -run '^(TestScripts|$(HEAVY_TESTS))$$' ./cmd/gvisorgen ./internal/gen
+		$(GO) test -count=1 -run '^(TestScripts|$(HEAVY_TESTS))$$' $(HEAVY_PKGS)
 	# every benchmark once, so that make bench's cannot rot
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/...
 
@@ -78,11 +80,11 @@ e2e-flux:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e-flux.sh
 
-## scan: kube-score on the committed generated/ and smoke/ (make check keeps them fresh); every finding must be justified in ci/scan/accepted.tsv (README, Security)
+## scan: kube-score on the committed generated/ and smoke/ (make check keeps them fresh); every finding must be justified in ci/scan/accepted.tsv (docs/security.md)
 scan: $(KUBE_SCORE)
 	$(GO) run ./ci/scan -kube-score $(KUBE_SCORE)
 
-## scan-all: scan plus trivy config (built from its Go module: a heavy cold build, see the README)
+## scan-all: scan plus trivy config (built from its Go module: a heavy cold build, see docs/testing.md)
 scan-all: $(KUBE_SCORE) $(TRIVY)
 	$(GO) run ./ci/scan -kube-score $(KUBE_SCORE) -trivy $(TRIVY)
 

@@ -16,7 +16,7 @@ import (
 )
 
 // TestSandboxOverheadMeasured (scenario 2o) is the measurement behind the RuntimeClass's overhead.podFixed defaults
-// (README, "Sandbox overhead"): the same idle pod (busybox sleep) under gVisor and under runc, each pod's cgroup read
+// (docs/security.md, "Sandbox overhead"): the same idle pod (busybox sleep) under gVisor and under runc, each pod's cgroup read
 // from the node's cgroup v1 hierarchies after it settled: the working set (memory.usage_in_bytes minus
 // total_inactive_file, as kubelet counts it) and the CPU time since start (cpuacct.usage), then again 10 s later for
 // the CPU at rest. The gVisor pod's cgroup

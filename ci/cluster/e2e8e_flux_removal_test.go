@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestFluxRemovalAsDocumented (Flux 4): the README's "Removing gVisor from a cluster" through commits only. The gVisor
+// TestFluxRemovalAsDocumented (Flux 4): docs/gitops.md's "Removing gVisor from a cluster" through commits only. The gVisor
 // pods drained, `gvisor.installer.mode: uninstall` committed: Flux applies it and turns Ready only once the uninstall
 // finished (config.toml byte-identical to the original, binaries and runsc.toml gone, one containerd restart). Then
-// `gvisor.enabled: false` committed: Flux prunes what the README says it does (the installer's namespace with the
+// `gvisor.enabled: false` committed: Flux prunes what docs/gitops.md says it does (the installer's namespace with the
 // DaemonSet, and the RuntimeClass; the StorageClass stays, it is still in the overlay) and the node, already clean,
 // does not change. runc pods run throughout, and a gVisor pod is refused (RuntimeClass "gvisor" not found).
 func TestFluxRemovalAsDocumented(t *testing.T) {
@@ -23,7 +23,7 @@ func TestFluxRemovalAsDocumented(t *testing.T) {
 		c.ensureFluxSynced(ctx, t, "")
 		c.ensureRunning(ctx, t, runcSleeper)
 		version := c.installed
-		// drain first, as the README says: the uninstall refuses while gVisor sandboxes are on the node
+		// drain first, as docs/gitops.md says: the uninstall refuses while gVisor sandboxes are on the node
 		c.drainGVisorPods(ctx, t)
 		stop := c.sampleRunscContainers(t)
 		r0 := c.Restarts()

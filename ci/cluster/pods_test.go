@@ -152,7 +152,7 @@ func (c *Cluster) negativeControl(ctx context.Context, t *testing.T) string {
 	return msg
 }
 
-// drainGVisorPods deletes the node's gVisor pods (the smoke pod and gvisor-sleeper), as the README asks before an
+// drainGVisorPods deletes the node's gVisor pods (the smoke pod and gvisor-sleeper), as docs/gitops.md asks before an
 // uninstall: it refuses while gVisor sandboxes are on the node.
 func (c *Cluster) drainGVisorPods(ctx context.Context, t *testing.T) {
 	t.Helper()

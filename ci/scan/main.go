@@ -1,7 +1,7 @@
 // Command scan runs the independent linters (kube-score, and trivy config when
 // built) over the generated tree and holds their findings to one list of
 // accepted findings, each with its reason (ci/scan/accepted.tsv, which the
-// README's security section shows). It prints every finding with its reason
+// docs/security.md shows). It prints every finding with its reason
 // and fails on a finding the list does not justify, and on an entry no
 // finding uses any more (a fixed finding leaves the list).
 //
@@ -139,7 +139,7 @@ func report(found []Finding, acc []Accepted, tools map[string]bool) int {
 	for i, a := range acc {
 		if !used[i] && tools[a.Tool] {
 			bad++
-			fmt.Printf("STALE      %s %s %s: no such finding any more; remove it from ci/scan/accepted.tsv and the README\n", a.Tool, a.Check, a.Object)
+			fmt.Printf("STALE      %s %s %s: no such finding any more; remove it from ci/scan/accepted.tsv and docs/security.md\n", a.Tool, a.Check, a.Object)
 		}
 	}
 	fmt.Printf("scan: %d findings, %d not justified or stale\n", len(keys), bad)

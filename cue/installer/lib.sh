@@ -242,7 +242,7 @@ gvz_check_containerd_floor() {
     [ -n "$_gvz_have" ] ||
         gvz_die "gVisor $GVISOR_VERSION's shim needs containerd >= $CONTAINERD_MIN_VERSION, and the host's 'containerd --version' names no version ($(printf '%s' "$_gvz_cv" | head -n 1 | head -c 200)): refusing to install"
     if gvz_version_lt "$_gvz_have" "$CONTAINERD_MIN_VERSION"; then
-        gvz_die "refusing to install gVisor $GVISOR_VERSION: its shim needs containerd >= $CONTAINERD_MIN_VERSION (it answers containerd 2's bootstrap handshake, which older containerd cannot read: every gVisor pod would fail to start), and this node runs containerd $_gvz_have ($(printf '%s' "$_gvz_cv" | head -n 1 | head -c 200)); nothing was installed and containerd was not restarted. Either upgrade containerd on this node to >= $CONTAINERD_MIN_VERSION, or pin gvisor.version to a release whose shim containerd $_gvz_have can start (README, \"containerd versions\")"
+        gvz_die "refusing to install gVisor $GVISOR_VERSION: its shim needs containerd >= $CONTAINERD_MIN_VERSION (it answers containerd 2's bootstrap handshake, which older containerd cannot read: every gVisor pod would fail to start), and this node runs containerd $_gvz_have ($(printf '%s' "$_gvz_cv" | head -n 1 | head -c 200)); nothing was installed and containerd was not restarted. Either upgrade containerd on this node to >= $CONTAINERD_MIN_VERSION, or pin gvisor.version to a release whose shim containerd $_gvz_have can start (docs/troubleshooting.md)"
     fi
     gvz_log "host containerd $_gvz_have >= $CONTAINERD_MIN_VERSION, the oldest that can start gVisor $GVISOR_VERSION's shim"
 }

@@ -333,7 +333,7 @@ func userPatches(root, overlay string) (patchSet, error) {
 // OrderFirst is kustomize's legacy order (its default list, api v0.21.2) with
 // the readiness gate's admission policy and its binding placed before every
 // RBAC kind: a `kubectl apply` of the output creates the policy that narrows
-// the installer's node rights before the grant (README, "Readiness gate").
+// the installer's node rights before the grant (docs/readiness-gate.md).
 // The rest of the order is kustomize's own, and OrderLast its default.
 var OrderFirst = []string{
 	"Namespace", "ResourceQuota", "StorageClass", "CustomResourceDefinition",

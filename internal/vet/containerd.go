@@ -37,13 +37,13 @@ func containerdFindings(t eval.Target) []warn.Warning {
 	if v.Gvisor.Host.AdoptForeignRunsc {
 		// The installer's default refuses a runsc it did not make; with this on, what the node already has is used
 		// as it is, and nothing the generator renders (runsc flags, vet's isolation policy) reaches that handler.
-		out = append(out, warn.Warning{Cause: warn.AdoptForeignRunsc, Target: t.Name, Example: t.Example, Subject: "gvisor.host.adoptForeignRunsc", Action: "set gvisor.host.adoptForeignRunsc only where such a handler runs gVisor", Message: fmt.Sprintf("target %s: gvisor.host.adoptForeignRunsc is true: a runsc runtime handler the nodes already have (not gvisorgen's) is used as it is, without gvisor.runsc.config and without vet's runsc-isolation policy, and foreign runsc binaries are replaced by the verified release (given back on uninstall); you vouch that such a handler runs gVisor (README, \"A runsc install gvisorgen did not make\")", t.Name)})
+		out = append(out, warn.Warning{Cause: warn.AdoptForeignRunsc, Target: t.Name, Example: t.Example, Subject: "gvisor.host.adoptForeignRunsc", Action: "set gvisor.host.adoptForeignRunsc only where such a handler runs gVisor", Message: fmt.Sprintf("target %s: gvisor.host.adoptForeignRunsc is true: a runsc runtime handler the nodes already have (not gvisorgen's) is used as it is, without gvisor.runsc.config and without vet's runsc-isolation policy, and foreign runsc binaries are replaced by the verified release (given back on uninstall); you vouch that such a handler runs gVisor (docs/security.md, \"A runsc install gvisorgen did not make\")", t.Name)})
 	}
 	floor, nodes := v.Gvisor.Release.ContainerdFloor, v.Gvisor.Host.Containerd
 	if floor == "" || nodes == "" || !VersionLess(nodes, floor) {
 		return out
 	}
-	return append(out, warn.Warning{Cause: warn.ContainerdFloor, Target: t.Name, Example: t.Example, Subject: "gvisor.host.containerd", Action: "upgrade the nodes' containerd or pin an older gvisor.version", Message: fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (README, \"containerd versions\"); if every node runs containerd >= %s, set gvisor.host.containerd to it",
+	return append(out, warn.Warning{Cause: warn.ContainerdFloor, Target: t.Name, Example: t.Example, Subject: "gvisor.host.containerd", Action: "upgrade the nodes' containerd or pin an older gvisor.version", Message: fmt.Sprintf("target %s: gVisor %s's shim needs containerd >= %s, and this target's nodes may run containerd %s (gvisor.host.containerd): the installer refuses such a node (nothing installed, containerd not restarted) and its gVisor pods cannot start; upgrade those nodes' containerd, or pin gvisor.version to a release whose shim they can start (docs/troubleshooting.md); if every node runs containerd >= %s, set gvisor.host.containerd to it",
 		t.Name, v.Gvisor.Version, floor, nodes, floor)})
 }
 

@@ -39,7 +39,7 @@ func TestContainerdFindings(t *testing.T) {
 }
 
 // TestAdoptForeignRunscWarns: gvisor.host.adoptForeignRunsc true is a warning naming the target, what is then not
-// applied and where the README explains it; false (the default) or gVisor disabled: nothing.
+// applied and where docs/security.md explains it; false (the default) or gVisor disabled: nothing.
 func TestAdoptForeignRunscWarns(t *testing.T) {
 	val := func(enabled, adopt string) eval.Target {
 		return eval.Target{Name: "x", Values: []byte(`{"gvisor":{"enabled":` + enabled + `,"version":"20260801","host":{"containerd":"2.0","adoptForeignRunsc":` + adopt + `}}}`)}

@@ -11,7 +11,7 @@ import (
 )
 
 // Runsc flags that weaken the sandbox's isolation, the one list vet reads
-// (README "runsc flags vet flags" is checked against it by a test). Source:
+// (docs/security.md, "runsc flags that weaken the sandbox" is checked against it by a test). Source:
 // the flags' own help texts in gVisor's runsc/config/flags.go (google/gvisor
 // at 3c5eee17, 2026-08-21) and gVisor's user guide (g3doc/user_guide/
 // filesystem.md on --overlay2, networking.md on --allow-flag-override, the

@@ -60,10 +60,10 @@ func TestRunscFindings(t *testing.T) {
 	}
 }
 
-// TestRunscFlagsInREADME: the README's table lists exactly RunscFlags, each
+// TestRunscFlagsInSecurityDoc: docs/security.md's table lists exactly RunscFlags, each
 // with its weakening value and whether vet refuses or warns.
-func TestRunscFlagsInREADME(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestRunscFlagsInSecurityDoc(t *testing.T) {
+	b, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +82,12 @@ func TestRunscFlagsInREADME(t *testing.T) {
 	}
 	for n, w := range want {
 		if got[n] != w {
-			t.Errorf("README runsc flag table: %s is %q, want %q", n, got[n], w)
+			t.Errorf("docs/security.md runsc flag table: %s is %q, want %q", n, got[n], w)
 		}
 	}
 	for n := range got {
 		if _, ok := want[n]; !ok {
-			t.Errorf("README runsc flag table lists %s, which RunscFlags does not", n)
+			t.Errorf("docs/security.md runsc flag table lists %s, which RunscFlags does not", n)
 		}
 	}
 }
