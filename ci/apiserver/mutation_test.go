@@ -204,6 +204,11 @@ func mutations() []mutation {
 		{name: "provisioner: space", file: sc, ops: []op{set(p("provisioner"), "rancher.io/local path")}},
 		{name: "allowVolumeExpansion: string", file: sc, ops: []op{set(p("allowVolumeExpansion"), "yes")}},
 		{name: "parameters: number value", file: sc, ops: []op{set(p("parameters"), map[string]any{"replicas": 3})}},
+		{name: "parameters: empty key", file: sc, ops: []op{set(p("parameters"), map[string]any{"": "x"})}},
+		{name: "parameters: 513 keys", file: sc, ops: []op{set(p("parameters"), manyParams(513))}},
+		{name: "parameters: 256 KiB and one byte", file: sc, ops: []op{set(p("parameters"), map[string]any{"k": strings.Repeat("x", 256*1024)})}},
+		{name: "ok: parameters: 512 keys", file: sc, ops: []op{set(p("parameters"), manyParams(512))}},
+		{name: "ok: parameters: 256 KiB", file: sc, ops: []op{set(p("parameters"), map[string]any{"k": strings.Repeat("x", 256*1024-1)})}},
 		{name: "storageclass name: managed by kind", file: sc, ops: []op{set(p("metadata", "name"), "standard")},
 			policy: "kind (standard), GKE (standard-rwo) and EKS (gp2) manage these classes; their parameters are immutable, so applying over them fails or fights the cloud"},
 
@@ -834,4 +839,13 @@ func trunc(s string, n int) string {
 
 func indent(s string) string {
 	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
+}
+
+// manyParams is a StorageClass parameters map of n short keys.
+func manyParams(n int) map[string]any {
+	m := map[string]any{}
+	for i := 0; i < n; i++ {
+		m[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return m
 }

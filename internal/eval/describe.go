@@ -121,8 +121,11 @@ func firstSentence(v cue.Value) string {
 // of characters is not one).
 var sentenceEnd = regexp.MustCompile(`\.\s+[A-Z]`)
 
+// lowerFirst lower-cases a sentence's first letter to continue a message ("want a DNS subdomain"), unless its first
+// word is a name with more capitals than its first letter ("DNS labels", "StorageClass parameters").
 func lowerFirst(s string) string {
-	if s == "" || strings.HasPrefix(s, "A ") && len(s) > 2 && s[2] >= 'A' && s[2] <= 'Z' {
+	w, _, _ := strings.Cut(s, " ")
+	if s == "" || len(w) > 1 && strings.ToLower(w[1:]) != w[1:] {
 		return s
 	}
 	return strings.ToLower(s[:1]) + s[1:]

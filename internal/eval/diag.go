@@ -39,6 +39,14 @@ func (e *Evaluator) diags(err error) []diag {
 			d.targets = []string{m.target}
 		}
 		d.msg, d.explain = e.translate(e.schemaRoot(m.root), m.path, m.msg)
+		if parent, doc, ok := e.hiddenRule(e.schemaRoot(m.root), m.path); ok {
+			// A rule over a whole field (a hidden field computed from it, as a
+			// size limit): said on the user's field, in the rule's words.
+			d.path = parent
+			if doc != "" {
+				d.msg += " (" + lowerFirst(strings.TrimSuffix(doc, ".")) + ")"
+			}
+		}
 		for _, p := range m.pos {
 			if e.isSchema(p) {
 				d.schema = append(d.schema, p)
@@ -213,4 +221,25 @@ func inputPositions(ins []cue.Value, path string) []token.Pos {
 		}
 	}
 	return out
+}
+
+// hiddenRule: for a path that ends in a hidden field of the schema (a rule
+// computed over its parent, e.g. #StorageClassParameters' _bytes), the
+// parent's path and the first sentence of the hidden field's doc.
+func (e *Evaluator) hiddenRule(root cue.Value, path string) (parent, doc string, ok bool) {
+	i := strings.LastIndex(path, "._")
+	if i < 0 || strings.ContainsAny(path[i+1:], ".\"[") {
+		return "", "", false
+	}
+	parent, name := path[:i], path[i+1:]
+	it, err := schemaAt(root, parent).Fields(cue.Hidden(true))
+	if err != nil {
+		return parent, "", true
+	}
+	for it.Next() {
+		if it.Selector().String() == name {
+			return parent, firstSentence(it.Value()), true
+		}
+	}
+	return parent, "", true
 }

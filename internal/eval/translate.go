@@ -34,7 +34,7 @@ func (e *Evaluator) translate(root cue.Value, path, msg string) (string, bool) {
 		return msg, true
 	}
 	if m := notEqual.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("invalid value %s: %sanything but %s", m[1], latest(m[1]), m[2]), false
+		return fmt.Sprintf("invalid value %s: %sanything but %s%s", m[1], latest(m[1]), m[2], e.aboutField(root, path)), false
 	}
 	if m := numBound.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("invalid value %s: want %s%s", m[1], e.bounds(root, path, m[2], m[3]), e.aboutField(root, path)), false
