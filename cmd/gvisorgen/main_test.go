@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // the module, some 0.6 s of CPU), so that make test stays an inner loop. Each
 // name is a file of testdata/script; TestHeavyScriptsExist holds them so.
 var heavyScripts = []string{
-	"badinput", "cache", "diff", "errors", "frontdoor-component-names", "frontdoor-inputs",
+	"badinput", "cache", "cache-forged", "diff", "errors", "frontdoor-component-names", "frontdoor-inputs",
 	"frontdoor-policy", "frontdoor-symlinks", "pin", "policy", "values",
 }
 
@@ -78,6 +78,10 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	driftSh, err := filepath.Abs("../../ci/drift.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Files: scripts(t, os.Getenv(heavyEnv) == "1"),
 		Setup: func(env *testscript.Env) error {
@@ -87,14 +91,17 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GVISORGEN_CACHE_DIR", "")
 			env.Setenv("GVISORGEN_CACHE", "")
 			env.Setenv("GVISORGEN_CACHE_DEBUG", "")
+			// CI's drift gate, for the scripts that run it as CI does.
+			env.Setenv("DRIFT_SH", driftSh)
 			return os.CopyFS(filepath.Join(env.WorkDir, "cue"), os.DirFS(cueDir))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"snapshot":  snapshot,
-			"backdate":  backdate,
-			"treehash":  treehash,
-			"mirror":    mirror,
-			"immutable": immutable,
+			"snapshot":   snapshot,
+			"backdate":   backdate,
+			"treehash":   treehash,
+			"mirror":     mirror,
+			"immutable":  immutable,
+			"forgecache": forgecache,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
