@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -39,17 +41,104 @@ type ops interface {
 	Remove(name string) error
 }
 
-type osOps struct{}
-
-func (osOps) Mkdir(name string) error { return os.Mkdir(name, 0o755) }
-func (osOps) Link(o, n string) error  { return os.Link(o, n) }
-func (osOps) Rename(o, n string) error {
-	return os.Rename(o, n)
+// osOps makes the calls through an os.Root opened on the tree's root when it
+// has one (Apply's): the lstat checks before a write refuse links, and the
+// root makes a write that would still leave the repository fail instead (a
+// folder swapped for a link between the check and the write: the race the
+// checks alone cannot close). Its zero value calls os directly (tests).
+type osOps struct {
+	root *os.Root
+	dir  string // the root's path: the callers' names start with it
 }
-func (osOps) Remove(name string) error { return os.Remove(name) }
 
-func (osOps) WriteTemp(dir, pattern string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, pattern)
+// rel is name relative to the root.
+func (o osOps) rel(name string) (string, error) {
+	r, err := filepath.Rel(o.dir, name)
+	if err != nil || !filepath.IsLocal(r) {
+		return "", &UnsafeError{Path: name, Why: "is not inside the repository"}
+	}
+	return r, nil
+}
+
+func (o osOps) Mkdir(name string) error {
+	if o.root == nil {
+		return os.Mkdir(name, 0o755)
+	}
+	r, err := o.rel(name)
+	if err != nil {
+		return err
+	}
+	return o.root.Mkdir(r, 0o755)
+}
+
+func (o osOps) Link(old, new string) error {
+	if o.root == nil {
+		return os.Link(old, new)
+	}
+	ro, err := o.rel(old)
+	if err != nil {
+		return err
+	}
+	rn, err := o.rel(new)
+	if err != nil {
+		return err
+	}
+	return o.root.Link(ro, rn)
+}
+
+func (o osOps) Rename(old, new string) error {
+	if o.root == nil {
+		return os.Rename(old, new)
+	}
+	ro, err := o.rel(old)
+	if err != nil {
+		return err
+	}
+	rn, err := o.rel(new)
+	if err != nil {
+		return err
+	}
+	return o.root.Rename(ro, rn)
+}
+
+func (o osOps) Remove(name string) error {
+	if o.root == nil {
+		return os.Remove(name)
+	}
+	r, err := o.rel(name)
+	if err != nil {
+		return err
+	}
+	return o.root.Remove(r)
+}
+
+// WriteTemp writes data to a new file in dir named by pattern (its "*" a
+// random number, as os.CreateTemp does), mode 0644, and returns its path.
+func (o osOps) WriteTemp(dir, pattern string, data []byte) (string, error) {
+	var (
+		f    *os.File
+		name string
+		err  error
+	)
+	if o.root == nil {
+		f, err = os.CreateTemp(dir, pattern)
+		if err == nil {
+			name = f.Name()
+		}
+	} else {
+		var rdir string
+		if rdir, err = o.rel(dir); err != nil {
+			return "", err
+		}
+		for try := 0; try < 100; try++ {
+			base := strings.Replace(pattern, "*", strconv.FormatUint(uint64(rand.Uint32()), 10), 1)
+			f, err = o.root.OpenFile(filepath.Join(rdir, base), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			if !errors.Is(err, fs.ErrExist) {
+				name = filepath.Join(dir, base)
+				break
+			}
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -61,10 +150,10 @@ func (osOps) WriteTemp(dir, pattern string, data []byte) (string, error) {
 		werr = cerr
 	}
 	if werr != nil {
-		os.Remove(f.Name())
+		o.Remove(name)
 		return "", werr
 	}
-	return f.Name(), nil
+	return name, nil
 }
 
 // Apply carries out the changes all or nothing. It stages every new file as
@@ -78,7 +167,12 @@ func (osOps) WriteTemp(dir, pattern string, data []byte) (string, error) {
 // prunes. Folders of deleted files that end up empty are removed. Foreign
 // changes are left as they are.
 func Apply(root string, changes []Change) error {
-	return apply(root, changes, osOps{})
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return &ApplyError{Err: fmt.Errorf("opening the repository: %w", err)}
+	}
+	defer r.Close()
+	return apply(root, changes, osOps{root: r, dir: root})
 }
 
 // writable drops the Foreign changes: a file gvisorgen did not write is

@@ -222,3 +222,65 @@ func TestPlanPrunesStaging(t *testing.T) {
 		t.Fatalf("left: %v", names)
 	}
 }
+
+// swapper swaps the folder of the first staged file for a link to a folder outside the repository right before the
+// write: the race between apply's checks (no link on the way) and its writes.
+type swapper struct {
+	osOps
+	outside string
+	done    bool
+}
+
+func (s *swapper) WriteTemp(dir, pattern string, data []byte) (string, error) {
+	if !s.done {
+		s.done = true
+		if err := os.Rename(dir, dir+".moved"); err != nil {
+			return "", err
+		}
+		if err := os.Symlink(s.outside, dir); err != nil {
+			return "", err
+		}
+	}
+	return s.osOps.WriteTemp(dir, pattern, data)
+}
+
+// TestApplyStaysInsideTheRoot: a folder swapped for a link to outside between apply's checks and its write makes
+// Apply (whose calls go through an os.Root) fail with nothing written outside; without the root the same race
+// writes outside the repository, which is what the root is for.
+func TestApplyStaysInsideTheRoot(t *testing.T) {
+	for _, rooted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "rooted", false: "unrooted"}[rooted], func(t *testing.T) {
+			root, outside := t.TempDir(), t.TempDir()
+			write(t, root, "generated/a/keep.yaml", Header+"keep\n")
+			changes, err := Plan(root, []string{"generated/a"}, []File{
+				{Path: "generated/a/keep.yaml", Data: []byte(Header + "keep\n")},
+				{Path: "generated/a/new.yaml", Data: []byte(Header + "new\n")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &swapper{outside: outside}
+			if rooted {
+				r, err := os.OpenRoot(root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				s.osOps = osOps{root: r, dir: root}
+			}
+			err = apply(root, changes, s)
+			ents, _ := os.ReadDir(outside)
+			if rooted {
+				if err == nil || len(ents) != 0 {
+					t.Fatalf("a write through the swapped link: err %v, outside holds %v", err, ents)
+				}
+				var ae *ApplyError
+				if !errors.As(err, &ae) || len(ae.Switched) != 0 {
+					t.Fatalf("want an ApplyError with nothing switched, got %v", err)
+				}
+			} else if len(ents) == 0 {
+				t.Fatalf("without the root the race should reach outside (err %v): the test no longer shows the race", err)
+			}
+		})
+	}
+}
