@@ -452,7 +452,7 @@ func (v *vetter) vet(ctx context.Context, file string) verdict {
 }
 
 // vetAll judges every written mutation with one `gvisorgen vet --manifests DIR` (DIR holds them alone) instead of one
-// run per file (~0.3 s of CPU each, 167 of them). Without --target, vet checks each document on its own, so a file's
+// run per file (~0.3 s of CPU each, 172 of them). Without --target, vet checks each document on its own, so a file's
 // verdict is the same in the batch: rejected when the report names it (each problem is an "error: FILE: document
 // N ..." line and the lines under it, up to the next "error: ", "warning: " or "gvisorgen: " line), accepted
 // otherwise. A batch that ends in anything but 0 or 1 (a file vet cannot read as YAML makes the whole run invalid) is
