@@ -1,5 +1,8 @@
 # gvisorgen — see README.md. Tools are built once into a cache outside the repo.
 GO        ?= go
+# -trimpath keeps the checkout's folder out of Go's build cache keys (and the binaries): a fresh clone elsewhere (CI
+# clones one per run) then reuses the compiled packages instead of compiling the module and its test binaries again.
+export GOFLAGS += -trimpath
 CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gvisorgen
 TOOLBIN   := $(CACHE)/bin
 KUSTOMIZE_VERSION := v5.8.2
