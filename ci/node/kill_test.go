@@ -339,11 +339,6 @@ type killCase struct {
 }
 
 func killCases() []killCase {
-	deadPid := func() int {
-		c := exec.Command("true")
-		_ = c.Run()
-		return c.Process.Pid
-	}
 	installed := func(cfg func() string) func(h *Host) {
 		return func(h *Host) {
 			h.setConfig(cfg())

@@ -165,14 +165,31 @@ func (h *Host) plantLock(holder string) {
 	h.write(h.P("/run/gvisorgen/lock/holder"), 0o644, holder+"\n")
 }
 
+// deadPid is the pid of a process that has exited.
+func deadPid() int {
+	c := exec.Command("true")
+	_ = c.Run()
+	return c.Process.Pid
+}
+
+// liveHolder starts a process in this pid namespace and returns the lock holder line that names it (as a
+// configure-containerd run would write it) and a stop that ends it; the test's cleanup ends it too.
+func liveHolder(t *testing.T) (line string, stop func()) {
+	t.Helper()
+	p := exec.Command("sleep", "60")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = p.Process.Kill(); _ = p.Wait() }) }
+	t.Cleanup(stop)
+	pid := p.Process.Pid
+	return fmt.Sprintf("%s %s %d %s node-a 1 configure-containerd", bootID(), pidNS("self"), pid, startTime(pid)), stop
+}
+
 func TestLock(t *testing.T) {
 	t.Parallel()
 	self := pidNS("self")
-	deadPid := func() int {
-		c := exec.Command("true")
-		_ = c.Run()
-		return c.Process.Pid
-	}
 	t.Run("stale-dead-holder-same-pidns-broken", func(t *testing.T) {
 		h := newHost(t, "16")
 		h.plantLock(fmt.Sprintf("%s %s %d 12345 node-a 1 install-runsc", bootID(), self, deadPid()))
@@ -212,13 +229,7 @@ func TestLock(t *testing.T) {
 	})
 	t.Run("holder-moved-aside-by-a-dead-breaker-put-back-and-waited-for", func(t *testing.T) {
 		h := newHost(t, "16")
-		sleeper := exec.Command("sleep", "60")
-		if err := sleeper.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-		pid := sleeper.Process.Pid
-		line := fmt.Sprintf("%s %s %d %s node-a 1 configure-containerd", bootID(), self, pid, startTime(pid))
+		line, _ := liveHolder(t)
 		h.write(h.P("/run/gvisorgen/lock/holder.broken."+fmt.Sprint(deadPid())), 0o644, line+"\n")
 		h.mustFail("install-runsc.sh", map[string]string{"LOCK_TIMEOUT_SECONDS": "2"}, `still holds /run/gvisorgen/lock after 2s`)
 		h.assertNothingInstalled()
@@ -228,17 +239,11 @@ func TestLock(t *testing.T) {
 	})
 	t.Run("live-holder-same-pidns-waited-for-then-gone", func(t *testing.T) {
 		h := newHost(t, "16")
-		sleeper := exec.Command("sleep", "60")
-		if err := sleeper.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-		pid := sleeper.Process.Pid
-		h.plantLock(fmt.Sprintf("%s %s %d %s node-a 1 configure-containerd", bootID(), self, pid, startTime(pid)))
+		line, stop := liveHolder(t)
+		h.plantLock(line)
 		h.mustFail("install-runsc.sh", map[string]string{"LOCK_TIMEOUT_SECONDS": "2"}, `still holds /run/gvisorgen/lock after 2s`)
 		h.assertNothingInstalled()
-		_ = sleeper.Process.Kill()
-		_ = sleeper.Wait()
+		stop()
 		r := h.mustRun("install-runsc.sh", nil)
 		assertContains(t, "output", r.Output, "broke a stale lock")
 	})

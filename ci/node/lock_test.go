@@ -129,7 +129,7 @@ func (r *lockRun) finish(t *testing.T) {
 func TestLockInterleavings(t *testing.T) {
 	t.Parallel()
 	stale := func(h *Host) string {
-		line := fmt.Sprintf("%s %s %d 12345 node-a 1 install-runsc", bootID(), pidNS("self"), deadPidOf())
+		line := fmt.Sprintf("%s %s %d 12345 node-a 1 install-runsc", bootID(), pidNS("self"), deadPid())
 		h.plantLock(line)
 		return line
 	}
@@ -220,12 +220,6 @@ func TestLockInterleavings(t *testing.T) {
 		}
 		h.assertNoLock(t)
 	})
-}
-
-func deadPidOf() int {
-	c := exec.Command("true")
-	_ = c.Run()
-	return c.Process.Pid
 }
 
 // assertNoLock: no lock, no staging folder and no holder moved aside is left in STATE_DIR.

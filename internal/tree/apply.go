@@ -71,15 +71,21 @@ func (o osOps) Mkdir(name string) error {
 	return o.root.Mkdir(r, 0o755)
 }
 
+// rel2 is old and new relative to the root.
+func (o osOps) rel2(old, new string) (string, string, error) {
+	ro, err := o.rel(old)
+	if err != nil {
+		return "", "", err
+	}
+	rn, err := o.rel(new)
+	return ro, rn, err
+}
+
 func (o osOps) Link(old, new string) error {
 	if o.root == nil {
 		return os.Link(old, new)
 	}
-	ro, err := o.rel(old)
-	if err != nil {
-		return err
-	}
-	rn, err := o.rel(new)
+	ro, rn, err := o.rel2(old, new)
 	if err != nil {
 		return err
 	}
@@ -90,11 +96,7 @@ func (o osOps) Rename(old, new string) error {
 	if o.root == nil {
 		return os.Rename(old, new)
 	}
-	ro, err := o.rel(old)
-	if err != nil {
-		return err
-	}
-	rn, err := o.rel(new)
+	ro, rn, err := o.rel2(old, new)
 	if err != nil {
 		return err
 	}
