@@ -98,6 +98,8 @@ gate() {
 		;;
 	eks) oidc_leg eks "AWS_ROLE_ARN AWS_REGION" "EKS_CLUSTER" "$out" ;;
 	aks) oidc_leg aks "AZURE_CLIENT_ID AZURE_TENANT_ID AZURE_SUBSCRIPTION_ID" "AKS_RESOURCE_GROUP AKS_CLUSTER" "$out" ;;
+	k3s) kubeconfig_leg k3s HAVE_K3S_KUBECONFIG K3S_KUBECONFIG "$out" ;;
+	rke2) kubeconfig_leg rke2 HAVE_RKE2_KUBECONFIG RKE2_KUBECONFIG "$out" ;;
 	kind)
 		echo "enabled=true" >>"$out"
 		;;
@@ -131,6 +133,21 @@ oidc_leg() {
 	done
 	echo "$leg smoke leg enabled"
 	echo "enabled=true" >>"$out"
+}
+
+# kubeconfig_leg LEG HAVE SECRET OUT: a self-hosted cluster's leg (k3s, RKE2), reached with a kubeconfig kept in the
+# repository secret SECRET (the workflow passes only whether it is set, as HAVE=true). Without it the leg is skipped
+# with a warning.
+kubeconfig_leg() {
+	eval "have=\${$2:-}"
+	# shellcheck disable=SC2154 # have is set by eval
+	if [ "$have" != true ]; then
+		echo "::warning title=$1 skipped::$1 smoke leg skipped: the secret $3 (a kubeconfig of your $1 test cluster) is not set (secrets are not given to pull requests from forks)"
+		echo "enabled=false" >>"$4"
+		return 0
+	fi
+	echo "$1 smoke leg enabled"
+	echo "enabled=true" >>"$4"
 }
 
 if [ "${1:-}" = --gate ]; then

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -36,9 +37,30 @@ func TestInstallRestartsContainerdOnceAndRunsGVisor(t *testing.T) {
 		if n := c.Restarts() - r0; n != 1 {
 			t.Errorf("containerd restarts by the install: %d, want 1", n)
 		}
+		// Where the runtime went, as the installer chose for this node: the drop-in where the config imports conf.d
+		// (containerd 2.4's default config does), the block in place elsewhere (1.6 and 1.7).
 		cfg, _ := c.ReadHostFile("/etc/containerd/config.toml")
-		if !regexp.MustCompile(`(?m)^# >>> gvisorgen: runsc runtime`).Match(cfg) {
-			t.Errorf("no gvisorgen block in config.toml")
+		applied, _ := c.ReadHostFile("/etc/containerd/config.toml.gvisorgen-applied")
+		orig, _ := os.ReadFile(filepath.Join(c.Dir, "config.orig"))
+		switch {
+		case strings.Contains(string(applied), "\nmode dropin /etc/containerd/conf.d/gvisorgen-runsc.toml\n"):
+			din, _ := c.ReadHostFile("/etc/containerd/conf.d/gvisorgen-runsc.toml")
+			if !bytes.Equal(cfg, orig) || !strings.Contains(string(din), "runtimes.runsc]") {
+				t.Errorf("drop-in mode: config.toml changed, or the drop-in lacks the handler:\n%s", din)
+			}
+			if !bytes.Contains(orig, []byte("conf.d")) {
+				t.Errorf("a drop-in on a node whose config imports no conf.d")
+			}
+			t.Logf("  .. the runtime is in the drop-in /etc/containerd/conf.d/gvisorgen-runsc.toml; config.toml untouched")
+		case strings.Contains(string(applied), "\nmode block /etc/containerd/config.toml\n"):
+			if !regexp.MustCompile(`(?m)^# >>> gvisorgen: runsc runtime`).Match(cfg) {
+				t.Errorf("no gvisorgen block in config.toml")
+			}
+			if bytes.Contains(orig, []byte("conf.d")) {
+				t.Errorf("the block in place on a node whose config imports conf.d (containerd 2.x takes the drop-in)")
+			}
+		default:
+			t.Errorf("the applied marker names no mode:\n%s", applied)
 		}
 		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); strings.Contains(string(rt), `network`) {
 			t.Errorf("runsc.toml sets the network (the sandbox network must stay on):\n%s", rt)

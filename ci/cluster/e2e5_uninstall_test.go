@@ -68,7 +68,8 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		if rs >= 0 {
 			for _, l := range lines[rs+1:] {
 				if !strings.Contains(l, "containerd is back") && !strings.Contains(l, "done: gVisor is removed") &&
-					!strings.Contains(l, "removed /etc/containerd/config.toml.gvisorgen-backup: containerd serves CRI") {
+					!strings.Contains(l, "removed /etc/containerd/config.toml.gvisorgen-backup: containerd serves CRI") &&
+					!strings.Contains(l, "removed gvisorgen's drop-in") {
 					t.Errorf("something happened after the containerd restart: %s", l)
 				}
 			}

@@ -169,6 +169,9 @@ func (c *Cluster) uninstalledClean(t *testing.T, when string) {
 	if now, _ := c.ReadHostFile("/etc/containerd/config.toml"); !bytes.Equal(orig, now) {
 		t.Errorf("%s: config.toml is not byte-identical to the original:\n%s", when, lineDiff(string(orig), string(now), 20))
 	}
+	if exists(c.HostPath("/etc/containerd/conf.d/gvisorgen-runsc.toml")) {
+		t.Errorf("%s: gvisorgen's drop-in left in conf.d", when)
+	}
 	if exists(c.HostPath("/etc/containerd/runsc")) {
 		t.Errorf("%s: /etc/containerd/runsc (runsc.toml) left", when)
 	}

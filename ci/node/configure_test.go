@@ -71,7 +71,13 @@ imports = ["/etc/containerd/conf.d/*.toml"]
 )
 
 func def16() string { return string(defaults["16"]) }
-func def24() string { return string(defaults["24"]) }
+
+// def24 is containerd 2.4's default config as a node whose config imports nothing has it (written by a bootstrapper, or
+// before containerd 2.2 added the conf.d import): the cases here run the block in place on 2.4 too. dropin_test.go runs
+// the default as containerd prints it, which imports conf.d, and so the drop-in.
+func def24() string {
+	return strings.Replace(string(defaults["24"]), "imports = ['/etc/containerd/conf.d/*.toml']\n", "imports = []\n", 1)
+}
 func def24v3() string {
 	return strings.Replace(def24(), "version = 4", "version = 3", 1)
 }
@@ -85,6 +91,7 @@ type configureCase struct {
 	dropIns     map[string]string
 	env         map[string]string
 	wantTable   string
+	dropIn      bool // gvisorgen's drop-in in conf.d with wantTable, the config as it was
 	handwritten bool
 	wantFail    string // regexp of the failure message
 	extra       func(t *testing.T, h *Host)
@@ -110,13 +117,18 @@ var configureCases = []configureCase{
 	{name: "v3-no-runtimes/2.4", ctrd: "24", config: str(cfgV3NoRuntimes), wantTable: tblV3},
 	{name: "v4-default/2.4", ctrd: "24", config: def24, wantTable: tblV3},
 	{name: "imports-dropin-gc/1.6", ctrd: "16", config: str(cfgV2Imports), dropIns: map[string]string{"gc.toml": dropInGC}, wantTable: tblV2},
-	{name: "imports-dropin-gc/2.4", ctrd: "24", config: str(cfgV2Imports), dropIns: map[string]string{"gc.toml": dropInGC}, wantTable: tblV2},
+	{name: "imports-dropin-gc/2.4", ctrd: "24", config: str(cfgV2Imports), dropIns: map[string]string{"gc.toml": dropInGC}, wantTable: tblV2, dropIn: true},
 	{name: "missing-config/1.6", ctrd: "16", config: nil, wantTable: tblV2,
 		extra: func(t *testing.T, h *Host) {
 			assertContains(t, "config", h.config(), "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]")
 		}},
-	{name: "missing-config/2.4", ctrd: "24", config: nil, wantTable: tblV3,
-		extra: func(t *testing.T, h *Host) { assertContains(t, "config", h.config(), "version = 4") }},
+	// 2.4's default imports conf.d: the default as config.toml (containerd loads no import without one) and the drop-in
+	{name: "missing-config/2.4", ctrd: "24", config: nil, wantTable: tblV3, dropIn: true,
+		extra: func(t *testing.T, h *Host) {
+			if h.config() != string(defaults["24"]) {
+				t.Fatalf("config.toml is not containerd's own default:\n%s", h.config())
+			}
+		}},
 	{name: "install-dir-off-path/1.6", ctrd: "16", config: def16, wantTable: tblV2,
 		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"}, extra: offPathChecks},
 	{name: "install-dir-off-path/2.4", ctrd: "24", config: def24, wantTable: tblV3,
@@ -135,7 +147,7 @@ var configureCases = []configureCase{
 			return def24() + "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]\n  runtime_type = 'io.containerd.runsc.v1'\n"
 		}},
 	{name: "handwritten-dotted-keys/2.4", ctrd: "24", handwritten: true, env: adopt, config: str(cfgV3DottedRunsc)},
-	{name: "handwritten-in-imports-dropin/2.4", ctrd: "24", handwritten: true, env: adopt, config: def24, dropIns: map[string]string{"runsc.toml": dropInRunsc24}},
+	{name: "handwritten-in-imports-dropin/2.4", ctrd: "24", handwritten: true, env: adopt, config: str(string(defaults["24"])), dropIns: map[string]string{"runsc.toml": dropInRunsc24}},
 	// refusals: the config stays byte-identical and containerd is not restarted
 	{name: "version-5-refused/2.4", ctrd: "24", config: func() string { return strings.Replace(def24(), "version = 4", "version = 5", 1) },
 		wantFail: `config version 5; this installer knows versions up to 4`},
@@ -220,6 +232,16 @@ func TestConfigure(t *testing.T) {
 				if h.restarts() != before {
 					t.Fatalf("containerd restarted although nothing changed")
 				}
+			} else if c.dropIn {
+				if c.config != nil {
+					h.assertDropIn(orig, c.wantTable)
+				}
+				if h.restarts() != before+1 {
+					t.Fatalf("want exactly one containerd restart, got %d", h.restarts()-before)
+				}
+				if h.exists("/etc/containerd/config.toml.gvisorgen-backup") {
+					t.Fatalf("a backup of a config gvisorgen did not change")
+				}
 			} else {
 				if n := countLines(cfg, beginMarker); n != 1 || countLines(cfg, endMarker) != 1 {
 					t.Fatalf("want one managed block, got %d:\n%s", n, cfg)
@@ -238,7 +260,14 @@ func TestConfigure(t *testing.T) {
 					t.Fatalf("backup does not hold the original config")
 				}
 			}
-			h.checkReal(true)
+			if c.dropIn {
+				// the node's own containerd: 1.x would read the drop-in too, and replace the config's CRI table with it
+				if d := h.dump(h.Ctrd, "/etc/containerd/config.toml"); d.Code != 0 || !d.HasRuntime("runsc") || !d.HasRuntime("runc") {
+					t.Fatalf("the node's containerd: runsc and runc expected:\n%s%s", d.Stdout, d.Stderr)
+				}
+			} else {
+				h.checkReal(true)
+			}
 			if !h.criOK() {
 				t.Fatalf("CRI not ok after configure:\n%s", h.containerdLog())
 			}

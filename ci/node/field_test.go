@@ -448,11 +448,22 @@ func TestUnknownKeyCheckCatches(t *testing.T) {
 // load gvisorgen's bookkeeping files (not TOML) is refused before anything is written.
 func TestImportGlobs(t *testing.T) {
 	t.Parallel()
-	for _, ver := range []string{"16", "24"} {
+	// ver/mode: 2.x takes the drop-in where the glob covers a folder for it (/etc/containerd itself, or conf.d), and the
+	// block with CONTAINERD_CONFIG_MODE=block; 1.x the block.
+	for _, vm := range []string{"16/auto", "24/auto", "24/block"} {
+		ver, mode := strings.Split(vm, "/")[0], strings.Split(vm, "/")[1]
 		for _, glob := range []string{`"/etc/containerd/*.toml"`, `"*.toml"`, `"/etc/containerd/conf.d/*.toml", "/etc/containerd/config.toml"`} {
 			name := strings.NewReplacer(`"`, "", "/", "_", "*", "x", ", ", "+").Replace(glob)
-			t.Run(name+"/"+ver, func(t *testing.T) {
+			t.Run(name+"/"+vm, func(t *testing.T) {
 				h := newHost(t, ver)
+				h.Env["CONTAINERD_CONFIG_MODE"] = mode
+				din := ""
+				if ver == "24" && mode == "auto" {
+					din = "/etc/containerd/gvisorgen-runsc.toml"
+					if strings.Contains(glob, "conf.d") {
+						din = dropIn
+					}
+				}
 				orig := "version = 2\nimports = [" + glob + "]\n\n" + `[plugins."io.containerd.grpc.v1.cri".containerd]` + "\n  default_runtime_name = \"runc\"\n"
 				h.write(h.P("/etc/containerd/conf.d/gc.toml"), 0o644, dropInGC)
 				h.setConfig(orig)
@@ -460,13 +471,27 @@ func TestImportGlobs(t *testing.T) {
 				h.mustRun("install-runsc.sh", nil)
 				h.mustRunRestarts("configure-containerd.sh", nil, 1)
 				first := h.config()
-				if countLines(first, beginMarker) != 1 || !strings.HasPrefix(first, orig) {
-					t.Fatalf("want the original and one block:\n%s", first)
+				dropin := ""
+				if din != "" {
+					dropin = h.read(din)
+					if first != orig || !strings.Contains(dropin, tblV2) {
+						t.Fatalf("want the original and gvisorgen's drop-in %s with %s:\n%s\n%s", din, tblV2, first, dropin)
+					}
+					if d := h.dump(h.Ctrd, "/etc/containerd/config.toml"); !d.HasRuntime("runsc") || strings.Contains(glob, "conf.d") != strings.Contains(d.Stdout, "pause_threshold = 0.03") {
+						t.Fatalf("the node's containerd: runsc and gc.toml's setting expected:\n%s%s", d.Stdout, d.Stderr)
+					}
+				} else {
+					if countLines(first, beginMarker) != 1 || !strings.HasPrefix(first, orig) {
+						t.Fatalf("want the original and one block:\n%s", first)
+					}
+					h.checkReal(true)
 				}
 				runscToml := h.read("/etc/containerd/runsc.toml")
-				h.checkReal(true)
 				for i := 2; i <= 3; i++ {
 					r := h.mustRunRestarts("configure-containerd.sh", nil, 0)
+					if din != "" && h.read(din) != dropin {
+						t.Fatalf("run %d changed the drop-in", i)
+					}
 					if h.config() != first || h.read("/etc/containerd/runsc.toml") != runscToml {
 						t.Fatalf("run %d changed a file:\n%s", i, h.config())
 					}
@@ -476,10 +501,13 @@ func TestImportGlobs(t *testing.T) {
 				}
 				h.mustRun("ready.sh", nil)
 				h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
-				if h.config() != orig {
-					t.Fatalf("uninstall did not restore the original:\n%q", h.config())
+				if h.config() != orig || (din != "" && h.exists(din)) {
+					t.Fatalf("uninstall did not restore the original (or left the drop-in):\n%q", h.config())
 				}
 			})
+		}
+		if mode == "block" {
+			continue
 		}
 		t.Run("glob-reaching-bookkeeping-files-refused/"+ver, func(t *testing.T) {
 			h := newHost(t, ver)

@@ -53,7 +53,7 @@ func (f foreignHandler) table(ver string) string {
 // mainWithImports: this containerd's default config, importing conf.d (2.4's default imports it by itself).
 func mainWithImports(ver string) string {
 	if ver == "24" {
-		return def24()
+		return string(defaults["24"])
 	}
 	return strings.Replace(string(defaults[ver]), "imports = []\n", "imports = [\"/etc/containerd/conf.d/*.toml\"]\n", 1)
 }

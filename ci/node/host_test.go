@@ -43,7 +43,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func newHost(t *testing.T, ver string) *Host {
 	t.Helper()
 	h := &Host{t: t, Dir: t.TempDir(), CtrdName: ver}
-	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "24": ctrd24}[ver]
+	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "22": ctrd22, "24": ctrd24}[ver]
 	if h.Ctrd == "" {
 		t.Fatalf("unknown containerd %q", ver)
 	}

@@ -27,7 +27,8 @@ func TestRunscConfigSubfolder(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				// as in TestImportGlobs: a version 2 file, read by both
 				orig := "version = 2\nimports = [\"/etc/containerd/*.toml\"]\n\n" + `[plugins."io.containerd.grpc.v1.cri".containerd]` + "\n  default_runtime_name = \"runc\"\n"
-				env := map[string]string{"RUNSC_CONFIG": runscSub}
+				// the block in place (2.4 would take a drop-in in /etc/containerd: dropin_test.go)
+				env := map[string]string{"RUNSC_CONFIG": runscSub, "CONTAINERD_CONFIG_MODE": "block"}
 				h := newHost(t, ver)
 				h.setConfig(orig)
 				if usersDir {
@@ -86,7 +87,8 @@ func TestRunscConfigMoves(t *testing.T) {
 					h.write(h.P(old), 0o644, h.read(old)+"debug = true\n")
 				}
 				oldBytes := h.read(old)
-				env := map[string]string{"RUNSC_CONFIG": runscSub}
+				// the block in place (2.4 would take a drop-in in /etc/containerd: dropin_test.go)
+				env := map[string]string{"RUNSC_CONFIG": runscSub, "CONTAINERD_CONFIG_MODE": "block"}
 				r := h.mustRunRestarts("configure-containerd.sh", env, 1)
 				cfg := h.config()
 				assertContains(t, "config", cfg, `ConfigPath = "`+runscSub+`"`)

@@ -6,11 +6,13 @@
 #  - containerd v2.4.2 built from its Go module into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-v2.4.2/containerd
 #    (built into a temp dir and renamed, so an interrupted build never looks complete);
+#  - containerd v2.2.9 the same way (the drop-in cases: 2.2 is the first release whose default config imports conf.d);
 #  - containerd 1.7 (ci/containerd17/build.sh: a wrapper module, cached keyed by version; ~130 s cold).
 # Run as root (CI and the dev machines are root). Prints CONTAINERD24=<path> on its last line.
 set -eu
 
 CONTAINERD24_VERSION=v2.4.2
+CONTAINERD22_VERSION=v2.2.9
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 c24dir=$cache/containerd-$CONTAINERD24_VERSION
 
@@ -41,22 +43,30 @@ echo "setup: apt packages ready in $(($(now) - t))s"
 # The tests bind-mount the fake host's /etc/containerd over the machine's: the mount point must exist.
 mkdir -p /etc/containerd
 
-# --- containerd 2.4.2 from its Go module ---------------------------------------------------------------------------
-t=$(now)
-if [ -x "$c24dir/containerd" ] && "$c24dir/containerd" --version 2>/dev/null | grep -q " ${CONTAINERD24_VERSION#v}"; then
-	echo "setup: containerd $CONTAINERD24_VERSION cached at $c24dir"
-else
-	echo "setup: building containerd $CONTAINERD24_VERSION (a few minutes cold)"
-	mkdir -p "$cache"
-	tmp=$(mktemp -d "$cache/.containerd-$CONTAINERD24_VERSION.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT INT TERM
-	GOBIN=$tmp GOFLAGS=-buildvcs=false go install "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD24_VERSION"
-	"$tmp/containerd" --version
-	rm -rf "$c24dir"
-	mv "$tmp" "$c24dir"
-	trap - EXIT INT TERM
-fi
-echo "setup: containerd $CONTAINERD24_VERSION ready in $(($(now) - t))s"
+# --- containerd 2.x from its Go module, one folder per version ----------------------------------------------------
+# build_containerd VERSION : cached in $cache/containerd-VERSION/containerd, built into a temp dir and renamed.
+build_containerd() {
+	t=$(now)
+	dir=$cache/containerd-$1
+	if [ -x "$dir/containerd" ] && "$dir/containerd" --version 2>/dev/null | grep -q " ${1#v}"; then
+		echo "setup: containerd $1 cached at $dir"
+	else
+		echo "setup: building containerd $1 (about 3 minutes cold)"
+		mkdir -p "$cache"
+		tmp=$(mktemp -d "$cache/.containerd-$1.XXXXXX")
+		trap 'rm -rf "$tmp"' EXIT INT TERM
+		GOBIN=$tmp GOFLAGS="-buildvcs=false -trimpath" go install -ldflags="-s -w" "github.com/containerd/containerd/v2/cmd/containerd@$1"
+		"$tmp/containerd" --version
+		rm -rf "$dir"
+		mv "$tmp" "$dir"
+		trap - EXIT INT TERM
+	fi
+	echo "setup: containerd $1 ready in $(($(now) - t))s"
+}
+build_containerd "$CONTAINERD24_VERSION"
+# 2.2: the first release whose default config imports conf.d, and the line k3s and RKE2 bundled in 2026 (v2.2.6-k3s1);
+# it merges a drop-in of another config version than the main file's without migrating the main file's CRI settings.
+build_containerd "$CONTAINERD22_VERSION"
 # --- containerd 1.7 from its module (a wrapper module: its go.mod has exclude directives) ------------------------------
 t=$(now)
 sh "$(dirname "$0")/../containerd17/build.sh"
@@ -64,4 +74,5 @@ echo "setup: containerd 1.7 ready in $(($(now) - t))s"
 sh "$(dirname "$0")/crictl.sh" >/dev/null
 echo "setup: done in $(($(now) - t_all))s"
 echo "CONTAINERD24=$c24dir/containerd"
+echo "CONTAINERD22=$cache/containerd-$CONTAINERD22_VERSION/containerd"
 echo "CONTAINERD17=$(sh "$(dirname "$0")/../containerd17/build.sh" --dir)/containerd"

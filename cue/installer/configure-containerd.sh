@@ -9,7 +9,13 @@
 #  2. a missing config starts from the host's own `containerd config default` (never a file holding only runsc);
 #  3. a runsc table that exists outside gvisorgen's block (by hand, any TOML spelling, or in an `imports` drop-in),
 #     as seen in the host containerd's `config dump`, is respected and nothing is added;
-#  4. otherwise writes one managed block between marker comments, with the runtime table that matches the file's
+#  4. otherwise, where the config's own text imports a folder under its folder that would load gvisorgen-runsc.toml
+#     and the node's containerd is 2.x (it merges imported tables; 1.x replaces them) and CONTAINERD_CONFIG_MODE is
+#     not block, writes that drop-in (the handler under the config's own table name, no version line) and leaves the
+#     config as it is (but for removing gvisorgen's block of an earlier run); the drop-in is validated together with
+#     the config (the merged dump differs from the one without it only in the handler's tables) and, after the
+#     restart, taken back when the running containerd's CRI does not list runsc; CONTAINERD_CONFIG_MODE=dropin refuses
+#     a node where no drop-in is possible. Else writes one managed block between marker comments, with the runtime table that matches the file's
 #     `version` (none/1: plugins.cri; 2: io.containerd.grpc.v1.cri; 3, 4: io.containerd.cri.v1.runtime), plus
 #     RUNSC_CONFIG (runsc.toml, ConfigPath); when the file defines no runtimes and adding one would drop the default
 #     runtime (containerd 1.x replaces its default map; a version 2 file is read by 1.x and 2.x alike), the block
@@ -54,7 +60,7 @@ gvz_check_runsc_toml
 gvz_check_host
 gvz_setup_traps
 gvz_lock
-GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $CHECK"
+GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $CHECK $HOST_ROOT$GVZ_DROPIN_STAGED"
 T=$GVZ_TMP
 
 # --- the current config ---------------------------------------------------------------------------------------------
@@ -113,14 +119,29 @@ if [ "$cur_state" = rejected ]; then
 fi
 
 # --- the config without gvisorgen's block (the base) -----------------------------------------------------------------
-cp "$T/base" "$CHECK"
+# The config's own imports patterns (its text: containerd 2.2+ dumps a built-in conf.d pattern that no file may import)
+# and gvisorgen's drop-in, where the config imports a folder for one. A config that imports itself or such a folder is
+# validated with the patterns' files spelled out (gvz_to_check): without the live config (block and all) and without
+# gvisorgen's drop-in as it is on disk, so that the base is the node without anything of gvisorgen's.
+gvz_imports "$T/base" >"$T/imports.list"
+GVZ_DROPIN=$(gvz_dropin_path "$T/base")
+DIN=
+if [ -n "$GVZ_DROPIN" ]; then
+    DIN=$HOST_ROOT$GVZ_DROPIN
+    [ ! -L "$DIN" ] || gvz_die "$GVZ_DROPIN is a symlink; refusing to write through it. Nothing was changed and containerd was not restarted. Fix: remove the link, the installer retries by itself"
+    if [ -e "$DIN" ] && ! gvz_is_managed "$DIN"; then
+        gvz_die "$GVZ_DROPIN, where gvisorgen writes its drop-in, is there and gvisorgen did not write it (its first line is not '$GVZ_MANAGED'); not overwriting it. Nothing was changed and containerd was not restarted. Fix: move that file away (or rename it), the installer retries by itself"
+    fi
+fi
+GVZ_SELF_IMPORT=
+if gvz_self_importing "$T/base"; then GVZ_SELF_IMPORT=1; fi
+gvz_to_check "$T/base" "$T/imports.list"
 gvz_dump "$GVZ_CHECK" "$T/base.dump" "$T/base.err" ||
     gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/base.err")); not touching it"
-# imports: gvisorgen's own files out of every pattern's reach; a config that imports itself is validated with the
-# patterns' files spelled out (the copy would otherwise import the live config, block and all).
+# imports: gvisorgen's own files out of every pattern's reach.
 gvz_check_imports "$T/base" "$T/base.dump"
-GVZ_SELF_IMPORT=
-if gvz_self_importing "$T/base" "$T/base.dump"; then
+if [ -z "$GVZ_SELF_IMPORT" ] && gvz_self_importing "$T/base" "$T/base.dump"; then
+    # imported through a file it imports
     GVZ_SELF_IMPORT=1
     gvz_imports "$T/base" "$T/base.dump" >"$T/imports.list"
     gvz_to_check "$T/base" "$T/imports.list"
@@ -139,11 +160,50 @@ if [ "$(gvz_file_version "$T/base.dump")" -ge 3 ] 2>/dev/null; then host_major=2
 base_has_def=
 if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$defname"; then base_has_def=1; fi
 
-# validate FILE : the candidate checks; sets WHY and MISSING_DEFAULT on failure, leaves the dump in $T/cand.dump.
+# --- where the runtime goes: gvisorgen's drop-in, or its block in place ---------------------------------------------
+# A drop-in where the config imports a folder for one and containerd merges imported files table by table (2.x): one
+# file of gvisorgen's, the config left as it is. containerd 1.x replaces a plugin's whole table with an imported file's
+# (the config's CRI settings would vanish), and a version 1 file's CRI table has no name a drop-in could share: the
+# block in place there, and wherever nothing is imported.
+where=block
+if [ "$CONTAINERD_CONFIG_MODE" = block ]; then
+    why="CONTAINERD_CONFIG_MODE is block"
+elif [ -z "$GVZ_DROPIN" ]; then
+    why="$CONTAINERD_CONFIG imports no folder under $GVZ_CFG_DIR that would load a drop-in named $GVZ_DROPIN_NAME"
+elif [ "$host_major" -lt 2 ]; then
+    why="containerd 1.x replaces a plugin's whole table with an imported file's, so a drop-in would drop the CRI settings of $CONTAINERD_CONFIG"
+elif [ "$fver" -lt 2 ]; then
+    why="$CONTAINERD_CONFIG has no version line (version 1), whose CRI table no drop-in can share"
+else
+    where=dropin
+fi
+if [ "$where" = dropin ]; then
+    also=
+    if [ -n "$has_block" ]; then also=" (but for the block an earlier run of gvisorgen wrote there, which goes)"; fi
+    gvz_log "drop-in: $CONTAINERD_CONFIG imports $GVZ_DROPIN and this containerd merges imported tables; the runtime goes there and $CONTAINERD_CONFIG stays as it is$also"
+elif [ "$CONTAINERD_CONFIG_MODE" = dropin ]; then
+    tmpl=
+    for f in config.toml.tmpl config-v3.toml.tmpl; do
+        [ ! -f "$HOST_ROOT$GVZ_CFG_DIR/$f" ] || tmpl="$tmpl $GVZ_CFG_DIR/$f"
+    done
+    if [ -n "$tmpl" ]; then tmpl=" It is rendered from the template the admin wrote ($(echo "$tmpl" | sed 's/^ //')), which gvisorgen never edits."; fi
+    gvz_die "no drop-in is possible on this node: $why; and CONTAINERD_CONFIG_MODE is dropin (gvisor.host.containerdConfigMode: the node's distribution writes $CONTAINERD_CONFIG anew at every start, so an edit in place would be lost).$tmpl Nothing was changed and containerd was not restarted. Fix: use a release whose template imports a drop-in folder (k3s and RKE2 from about March 2026 import config-v3.toml.d/*.toml), or add imports = [\"$GVZ_CFG_DIR/config-v3.toml.d/*.toml\"] to the template, restart the service, and let the installer retry"
+else
+    gvz_log "in place: $why; the runtime goes into gvisorgen's block in $CONTAINERD_CONFIG"
+fi
+
+# validate FILE [DROPIN] : the candidate checks (FILE as the config, DROPIN as gvisorgen's drop-in, staged out of every
+# pattern's reach and loaded where GVZ_DROPIN will be); sets WHY and MISSING_DEFAULT on failure, leaves the dump in
+# $T/cand.dump.
 validate() {
     WHY=
     MISSING_DEFAULT=
-    gvz_to_check "$1" "$T/imports.list"
+    if [ $# -gt 1 ]; then
+        cp "$2" "$HOST_ROOT$GVZ_DROPIN_STAGED"
+        gvz_to_check "$1" "$T/imports.list" "$GVZ_DROPIN_STAGED"
+    else
+        gvz_to_check "$1" "$T/imports.list"
+    fi
     if ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
         WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
         return 1
@@ -166,6 +226,16 @@ validate() {
         WHY="containerd ignores keys of it: $(head -n 3 "$T/new.uk" | tr '\n' ' ')"
         return 1
     fi
+    if [ $# -gt 1 ]; then
+        # The drop-in adds the runsc handler and changes nothing else: containerd 2.2 merges files of another config
+        # version than the config's without migrating the config's CRI settings (they vanish silently).
+        gvz_dump_sans "$T/base.dump" "$_p.runtimes.runsc" >"$T/base.sans"
+        gvz_dump_sans "$T/cand.dump" "$_p.runtimes.runsc" >"$T/cand.sans"
+        if ! cmp -s "$T/base.sans" "$T/cand.sans"; then
+            WHY="with the drop-in, containerd would change more than the runsc handler: $(awk 'NR == FNR { a[FNR] = $0; n = FNR; next } $0 != a[FNR] { print "line " FNR ": " a[FNR] " -> " $0; d = 1; exit } END { if (!d && FNR != n) print "the dump is " (FNR > n ? "longer" : "shorter") }' "$T/base.sans" "$T/cand.sans" | cut -c1-300)"
+            return 1
+        fi
+    fi
     return 0
 }
 
@@ -178,9 +248,8 @@ default_entry() {
     printf '[%s.%s]\n  runtime_type = "%s"\n' "$fprefix" "$defname" "${_rt:-io.containerd.runc.v2}"
 }
 
-# render_block [COPYFILE]
-render_block() {
-    printf '%s\n' "$GVZ_BEGIN"
+# render_handler : the runsc handler's tables under the file's runtimes table (the block's and the drop-in's).
+render_handler() {
     printf '[%s.runsc]\n' "$fprefix"
     if [ "$INSTALL_DIR_ON_PATH" = false ] && { [ "$host_major" -lt 2 ] || [ "$fver" -le 2 ]; }; then
         # containerd 1.6 accepts runtime_path but does not use it to start a sandbox's shim ("binary not installed");
@@ -197,6 +266,19 @@ render_block() {
     printf '[%s.runsc.options]\n' "$fprefix"
     printf '  TypeUrl = "io.containerd.runsc.v1.options"\n'
     printf '  ConfigPath = "%s"\n' "$RUNSC_CONFIG"
+}
+
+# render_dropin : gvisorgen's drop-in. No version line and the table name of the config's own version: containerd 2.2
+# loses the config's CRI settings (or the handler) when the two differ, 2.3.0 to 2.3.4 refuse to start.
+render_dropin() {
+    printf '%s: the runsc runtime handler, a drop-in that %s imports. Overwritten on every run, removed on uninstall.\n' "$GVZ_MANAGED" "$CONTAINERD_CONFIG"
+    render_handler
+}
+
+# render_block [COPYFILE]
+render_block() {
+    printf '%s\n' "$GVZ_BEGIN"
+    render_handler
     if [ $# -gt 0 ]; then
         printf '# containerd 1.x drops its built-in runtimes once a runtimes table exists: a minimal default one\n'
         cat "$1"
@@ -241,6 +323,11 @@ if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
     [ -z "$has_block" ] || gvz_log "removing gvisorgen's own block, which would duplicate it"
     cp "$T/base" "$T/candidate"
     validate "$T/candidate" || gvz_die "the existing config does not pass the checks: $WHY"
+elif [ "$where" = dropin ]; then
+    cp "$T/base" "$T/candidate"
+    render_dropin >"$T/dropin"
+    validate "$T/candidate" "$T/dropin" ||
+        gvz_die "the drop-in fails validation, nothing was written ($GVZ_DROPIN, $CONTAINERD_CONFIG untouched) and containerd was not restarted: $WHY"
 else
     default_entry >"$T/default.toml"
     done_=
@@ -322,13 +409,73 @@ fi
 # --- swap -----------------------------------------------------------------------------------------------------------
 changed=
 if [ -z "$existed" ] || ! cmp -s "$T/candidate" "$CFG"; then changed=1; fi
+# gvisorgen's drop-in: wanted (its candidate) or not (the block in place, or a handler adopted), and what is on disk.
+din_want=
+if [ "$where" = dropin ] && [ -z "$handwritten" ]; then din_want=$T/dropin; fi
+din_had=
+din_changed=
+if [ -n "$DIN" ]; then
+    if [ -f "$DIN" ]; then
+        cp "$DIN" "$T/din.cur"
+        din_had=1
+    fi
+    if [ -n "$din_want" ]; then
+        if [ -z "$din_had" ] || ! cmp -s "$din_want" "$T/din.cur"; then din_changed=1; fi
+    elif [ -n "$din_had" ]; then
+        din_changed=1
+    fi
+fi
+# din_sig : what containerd's next start reads of gvisorgen's: the config's digest, and the drop-in's ("-" for none).
+din_sig() {
+    _s=-
+    if [ -n "$DIN" ] && [ -f "$DIN" ]; then _s=$(gvz_sha512 "$DIN"); fi
+    printf '%s %s\n' "$(gvz_sha512 "$CFG")" "$_s"
+}
 # runsc.toml as the previous run recorded it (line 3 of the applied marker), for the move below.
 old_rdig=$(sed -n 3p "$HOST_ROOT$GVZ_APPLIED" 2>/dev/null || true)
 applied_ok=
 if [ -f "$HOST_ROOT$GVZ_APPLIED" ] && [ -f "$CFG" ] &&
-    [ "$(head -n 1 "$HOST_ROOT$GVZ_APPLIED")" = "$(gvz_sha512 "$CFG")" ]; then applied_ok=1; fi
+    [ "$(head -n 1 "$HOST_ROOT$GVZ_APPLIED")" = "$(gvz_sha512 "$CFG")" ]; then
+    # and the drop-in it recorded is the one on disk (or it recorded none, and none is wanted)
+    _rec=$(awk '$1 == "dropin" { print $2, $3 }' "$HOST_ROOT$GVZ_APPLIED")
+    _now=
+    if [ -n "$din_want" ] && [ -f "$DIN" ]; then _now="$(gvz_sha512 "$DIN") $GVZ_DROPIN"; fi
+    if [ "$_rec" = "$_now" ]; then applied_ok=1; fi
+fi
+# The drop-in's folder, when gvisorgen creates it (uninstall removes it only then, and only empty): this run, or an
+# earlier one as its applied marker records.
+din_created=$(awk '$1 == "created" { print $2 }' "$HOST_ROOT$GVZ_APPLIED" 2>/dev/null || true)
+if [ -z "$DIN" ] || [ "$din_created" != "${GVZ_DROPIN%/*}" ] || [ ! -d "${DIN%/*}" ]; then din_created=; fi
 
-rm -f "$CHECK"
+rm -f "$CHECK" "$HOST_ROOT$GVZ_DROPIN_STAGED"
+# The drop-in first: a run killed before the config's swap leaves the handler defined twice, the same in both (the
+# next run removes the block); the other order would leave it nowhere.
+if [ -n "$din_changed" ]; then
+    if [ -n "$din_want" ]; then
+        if [ ! -d "${DIN%/*}" ]; then
+            mkdir -m 0755 "${DIN%/*}" || gvz_die "cannot create ${GVZ_DROPIN%/*}; nothing was changed"
+            din_created=${GVZ_DROPIN%/*}
+            gvz_log "created ${GVZ_DROPIN%/*}, which $CONTAINERD_CONFIG imports"
+        fi
+        snap=
+        if [ -n "$din_had" ]; then snap=$T/din.cur; fi
+        rc=0
+        gvz_cas_replace "$snap" "$din_want" "$DIN" 0644 || rc=$?
+        if [ "$rc" -eq 3 ]; then
+            gvz_cas_retry
+            gvz_die "$GVZ_DROPIN was changed by another writer while gvisorgen validated it, on each of $GVZ_CAS_ATTEMPTS attempts; containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself"
+        fi
+        [ "$rc" -eq 0 ] || gvz_die "cannot write $GVZ_DROPIN; nothing was changed"
+        gvz_log "wrote $GVZ_DROPIN (the runsc handler under the version $fver table $fprefix.runsc)"
+    else
+        { cmp -s "$T/din.cur" "$DIN" && rm -f "$DIN"; } || gvz_die "cannot remove $GVZ_DROPIN (changed meanwhile?); containerd was not restarted, the installer retries by itself"
+        if [ -n "$handwritten" ]; then
+            gvz_log "removed gvisorgen's drop-in $GVZ_DROPIN: the adopted handler stands alone"
+        else
+            gvz_log "removed gvisorgen's drop-in $GVZ_DROPIN: the runtime goes into gvisorgen's block in $CONTAINERD_CONFIG ($why)"
+        fi
+    fi
+fi
 if [ -n "$changed" ]; then
     # The backup keeps the config as it was before gvisorgen first changed it (never overwritten): the snapshot that
     # was read and validated, not whatever the live file holds by now.
@@ -354,8 +501,26 @@ if [ -n "$changed" ]; then
     gvz_log "wrote $CONTAINERD_CONFIG (config version $fver, runtimes table $fprefix.runsc)"
 fi
 
+# rollback : the config and the drop-in as this run found them. Status only.
+rollback() {
+    if [ -n "$changed" ]; then
+        if [ -n "$existed" ]; then
+            gvz_atomic_copy "$T/current" "$CFG" "$mode" || return 1
+        else
+            rm -f "$CFG"
+        fi
+    fi
+    if [ -n "$din_changed" ]; then
+        if [ -n "$din_had" ]; then
+            gvz_atomic_copy "$T/din.cur" "$DIN" 0644 || return 1
+        else
+            rm -f "$DIN"
+        fi
+    fi
+}
+
 restart=
-if [ -n "$changed" ]; then
+if [ -n "$changed" ] || [ -n "$din_changed" ]; then
     restart=1
 elif [ -z "$handwritten" ] && [ -z "$applied_ok" ]; then
     # Never seen running with it. A restart is due, unless CRI lists runsc already, or an earlier run restarted for
@@ -363,7 +528,7 @@ elif [ -z "$handwritten" ] && [ -z "$applied_ok" ]; then
     # and every retry of the init container would cost the node one.
     if [ "$(gvz_cri_lists_runsc "$new_addr")" = yes ]; then
         gvz_log "$CONTAINERD_CONFIG already holds the runtime and containerd's CRI lists it: no restart"
-    elif [ "$(cat "$HOST_ROOT$GVZ_RESTARTED_FOR" 2>/dev/null)" = "$(gvz_sha512 "$CFG")" ]; then
+    elif [ "$(cat "$HOST_ROOT$GVZ_RESTARTED_FOR" 2>/dev/null)" = "$(din_sig)" ]; then
         gvz_log "an earlier run restarted containerd for this very $CONTAINERD_CONFIG: not restarting again"
     else
         gvz_log "$CONTAINERD_CONFIG already holds the runtime, but containerd was never seen running with it: restarting"
@@ -373,21 +538,17 @@ fi
 
 if [ -n "$restart" ]; then
     if ! gvz_restart_containerd "$new_addr"; then
-        if [ -z "$changed" ]; then
+        if [ -z "$changed" ] && [ -z "$din_changed" ]; then
             gvz_die "containerd does not come back with $CONTAINERD_CONFIG; the node needs attention"
         fi
-        if [ -n "$existed" ]; then
-            gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring the old $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
-        else
-            rm -f "$CFG"
-        fi
-        gvz_log "rolled back: restored the previous $CONTAINERD_CONFIG${existed:+ (the backup stays in $GVZ_BACKUP)}"
+        rollback || gvz_die "containerd does not come back AND restoring the old $CONTAINERD_CONFIG${DIN:+ and $GVZ_DROPIN} failed (backup: $GVZ_BACKUP); the node needs attention"
+        gvz_log "rolled back: restored the previous $CONTAINERD_CONFIG${DIN:+ and $GVZ_DROPIN}${existed:+ (the backup stays in $GVZ_BACKUP)}"
         if gvz_restart_containerd "$old_addr"; then
             gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config and containerd runs again"
         fi
         gvz_die "containerd did not come back with the runsc runtime; rolled back to the previous config, but containerd does not come back either; the node needs attention"
     fi
-    gvz_sha512 "$CFG" | gvz_atomic_write "$HOST_ROOT$GVZ_RESTARTED_FOR" 0644 || gvz_die "cannot write $GVZ_RESTARTED_FOR"
+    din_sig | gvz_atomic_write "$HOST_ROOT$GVZ_RESTARTED_FOR" 0644 || gvz_die "cannot write $GVZ_RESTARTED_FOR"
 else
     gvz_log "$CONTAINERD_CONFIG unchanged; no containerd restart"
 fi
@@ -398,6 +559,13 @@ gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with 
 # And its CRI lists the runsc handler (what RuntimeClass gvisor names): a containerd started with another config file
 # (a unit's --config) serves CRI without it, whatever the file on disk says.
 cri_runsc=$(gvz_cri_lists_runsc "$new_addr")
+if [ "$cri_runsc" = no ] && [ -n "$din_want" ] && [ -n "$din_changed" ]; then
+    # The drop-in is not loaded by the containerd that runs (a unit's --config names another file, or the file it
+    # reads imports no such folder): take it back, so that the node is as it was.
+    rollback || gvz_die "containerd's CRI on $new_addr does not list the runsc handler with gvisorgen's drop-in $GVZ_DROPIN, AND restoring the previous state failed; the node needs attention"
+    gvz_restart_containerd "$old_addr" || gvz_die "containerd's CRI on $new_addr does not list the runsc handler with gvisorgen's drop-in $GVZ_DROPIN; rolled back, but containerd does not come back; the node needs attention"
+    gvz_die "the running containerd does not load gvisorgen's drop-in $GVZ_DROPIN (its CRI on $new_addr lists no runsc handler after the restart), although $CONTAINERD_CONFIG imports it: containerd runs with another config file (a --config in its unit? systemctl cat containerd); rolled back (drop-in removed, containerd restarted) and gVisor pods would have failed with 'no runtime for \"runsc\"'. Fix: point CONTAINERD_CONFIG (gvisor.host.containerdConfig) at the file containerd runs with; the installer retries by itself"
+fi
 case $cri_runsc in
 yes) gvz_log "containerd's CRI on $new_addr lists the runsc handler" ;;
 no) gvz_die "containerd's CRI on $new_addr does not list the runsc handler although $CONTAINERD_CONFIG defines it: the running containerd does not read that file (a --config in its unit? systemctl cat containerd) or drops the runtime (journalctl -u containerd); gVisor pods would fail with 'no runtime for \"runsc\"'. Fix: point CONTAINERD_CONFIG (gvisor.installer.containerdConfig) at the file containerd runs with; the installer retries by itself" ;;
@@ -417,6 +585,16 @@ if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
 gvz_import_files "$T/imports.all" >"$T/import.files"
 {
     printf '%s\n%s\n%s\n' "$(gvz_sha512 "$CFG")" "$new_addr" "$rdig"
+    # where the runtime is: the installer's choice for this node (and the drop-in's digest), read by ready.sh and
+    # uninstall
+    if [ -n "$din_want" ]; then
+        printf 'mode dropin %s\ndropin %s %s\n' "$GVZ_DROPIN" "$(gvz_sha512 "$DIN")" "$GVZ_DROPIN"
+    elif [ -n "$handwritten" ]; then
+        printf 'mode adopted %s\n' "$CONTAINERD_CONFIG"
+    else
+        printf 'mode block %s\n' "$CONTAINERD_CONFIG"
+    fi
+    if [ -n "$din_created" ]; then printf 'created %s\n' "$din_created"; fi
     sed 's/^/import /' "$T/imports.all"
     while IFS= read -r f; do
         case $f in

@@ -63,6 +63,8 @@ gvz_load_env() {
     INSTALL_DIR=${INSTALL_DIR%/}
     INSTALL_DIR_ON_PATH=${INSTALL_DIR_ON_PATH:-true}
     CONTAINERD_CONFIG=${CONTAINERD_CONFIG:-/etc/containerd/config.toml}
+    CONTAINERD_CONFIG_MODE=${CONTAINERD_CONFIG_MODE:-auto}
+    CONTAINERD_SERVICE=${CONTAINERD_SERVICE:-containerd}
     RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc/runsc.toml}
     RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
     ADOPT_FOREIGN_RUNSC=${ADOPT_FOREIGN_RUNSC:-false}
@@ -75,6 +77,8 @@ gvz_load_env() {
 
     case $HOST_ROOT in '' | /*) ;; *) gvz_die "HOST_ROOT must be an absolute path, got '$HOST_ROOT'" ;; esac
     case $GVISOR_MODE in install | uninstall) ;; *) gvz_die "GVISOR_MODE must be install or uninstall, got '$GVISOR_MODE'" ;; esac
+    case $CONTAINERD_CONFIG_MODE in auto | dropin | block) ;; *) gvz_die "CONTAINERD_CONFIG_MODE must be auto, dropin or block, got '$CONTAINERD_CONFIG_MODE'" ;; esac
+    case $CONTAINERD_SERVICE in *[!A-Za-z0-9@._\ -]* | *[!\ ]*\ \ * | \ * | *\ ) gvz_die "CONTAINERD_SERVICE must be systemd unit names (letters, digits and @ . _ -) separated by single spaces, got '$CONTAINERD_SERVICE'" ;; esac
     case $INSTALL_DIR_ON_PATH in true | false) ;; *) gvz_die "INSTALL_DIR_ON_PATH must be true or false, got '$INSTALL_DIR_ON_PATH'" ;; esac
     case $ADOPT_FOREIGN_RUNSC in true | false) ;; *) gvz_die "ADOPT_FOREIGN_RUNSC must be true or false, got '$ADOPT_FOREIGN_RUNSC'" ;; esac
     gvz_check_path INSTALL_DIR "$INSTALL_DIR"
@@ -120,6 +124,9 @@ gvz_load_env() {
     # The digest of the config containerd was last restarted for (under /run: a reboot forgets it).
     GVZ_RESTARTED_FOR=$STATE_DIR/restarted-for
     GVZ_CHECK=$CONTAINERD_CONFIG.gvisorgen-check
+    # The drop-in's candidate while containerd validates it: beside the config, out of every imports pattern's reach
+    # (gvz_check_imports), so that a run killed meanwhile leaves nothing containerd would load.
+    GVZ_DROPIN_STAGED=$CONTAINERD_CONFIG.gvisorgen-dropin
     GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*}
     [ -n "$GVZ_CFG_DIR" ] || GVZ_CFG_DIR=/
 }
@@ -354,12 +361,28 @@ gvz_wait_cri() {
     done
 }
 
-# gvz_restart_containerd ADDRESS : systemctl restart through HOST_EXEC, then wait for CRI. Status only.
+# gvz_service : the unit that runs containerd: the first of CONTAINERD_SERVICE that systemd reports active (k3s runs
+# as k3s on servers and k3s-agent on agents, RKE2 as rke2-server or rke2-agent), else the first named.
+gvz_service() {
+    for _gvz_u in $CONTAINERD_SERVICE; do
+        # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
+        if [ "${CONTAINERD_SERVICE#* }" = "$CONTAINERD_SERVICE" ] || timeout 10 $GVZ_HX systemctl is-active --quiet "$_gvz_u" >/dev/null 2>&1; then
+            echo "$_gvz_u"
+            return 0
+        fi
+    done
+    echo "${CONTAINERD_SERVICE%% *}"
+}
+
+# gvz_restart_containerd ADDRESS : systemctl restart of containerd's unit through HOST_EXEC, then wait for CRI. Status
+# only. On k3s and RKE2 the unit is the distribution's, and its restart restarts the kubelet too (this pod's containers
+# keep running: the runtime's shims outlive it).
 gvz_restart_containerd() {
-    gvz_log "restarting containerd (systemctl restart containerd on the host)"
+    _gvz_svc=$(gvz_service)
+    gvz_log "restarting containerd (systemctl restart $_gvz_svc on the host)"
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-    if ! timeout "$RESTART_TIMEOUT_SECONDS" $GVZ_HX systemctl restart containerd >&2; then
-        gvz_log "systemctl restart containerd failed or timed out after ${RESTART_TIMEOUT_SECONDS}s"
+    if ! timeout "$RESTART_TIMEOUT_SECONDS" $GVZ_HX systemctl restart "$_gvz_svc" >&2; then
+        gvz_log "systemctl restart $_gvz_svc failed or timed out after ${RESTART_TIMEOUT_SECONDS}s"
         return 1
     fi
     if ! gvz_wait_cri "$1" "$RESTART_TIMEOUT_SECONDS"; then
@@ -479,8 +502,8 @@ gvz_judge_handler() {
 gvz_import_files() {
     # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, in glob order
     gvz_host sh -c 'while IFS= read -r p; do for f in $p; do [ ! -f "$f" ] || echo "$f"; done; done' <"$1" |
-        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="$GVZ_APPLIED" -v d="$GVZ_BACKUP" \
-            '$0 != a && $0 != b && $0 != c && $0 != d && !seen[$0]++'
+        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="$GVZ_APPLIED" -v d="$GVZ_BACKUP" -v e="$GVZ_DROPIN_STAGED" \
+            '$0 != a && $0 != b && $0 != c && $0 != d && $0 != e && !seen[$0]++'
 }
 
 # gvz_handler_files BASE PATTERNS NAME : the files that define the runtime handler NAME: BASE (the config without
@@ -489,6 +512,7 @@ gvz_handler_files() {
     _re="runtimes[.][\"']?$3[\"']?([].[:space:]=]|\$)"
     if grep -qE "$_re" "$1"; then echo "$CONTAINERD_CONFIG"; fi
     gvz_import_files "$2" | while IFS= read -r _f; do
+        [ "$_f" != "${GVZ_DROPIN:-}" ] || continue
         if gvz_host grep -qE "$_re" "$_f" 2>/dev/null; then echo "$_f"; fi
     done
 }
@@ -572,7 +596,7 @@ gvz_check_imports() {
     gvz_imports "$@" >"$GVZ_TMP/imports"
     while IFS= read -r _p; do
         _hit=
-        for _f in "$GVZ_APPLIED" "$GVZ_BACKUP" "$GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1"; do
+        for _f in "$GVZ_APPLIED" "$GVZ_BACKUP" "$GVZ_DROPIN_STAGED" "$GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1"; do
             if gvz_glob_matches "$_p" "$_f"; then _hit="$_hit $_f"; fi
         done
         if [ -n "$_hit" ]; then
@@ -592,18 +616,36 @@ gvz_self_importing() {
     done | grep -q y
 }
 
-# gvz_to_check SRC IMPORTS : writes SRC to the candidate path for `config dump`. When the config imports itself (see
-# gvz_self_importing; IMPORTS lists its patterns, from gvz_imports), the copy gets an explicit `imports` list: every file
-# the patterns match on the host now, except CONTAINERD_CONFIG and the candidate, so that the copy loads exactly what
-# containerd loads when it starts from CONTAINERD_CONFIG.
+# gvz_to_check SRC IMPORTS [STAGED] : writes SRC to the candidate path for `config dump`. The copy gets an explicit
+# `imports` list when the config imports itself (gvz_self_importing) or a drop-in folder of gvisorgen's (GVZ_DROPIN set):
+# every file the patterns of IMPORTS (the config's own, gvz_imports of its text) match on the host now, in containerd's
+# order (pattern by pattern, each glob's matches sorted bytewise as Go's filepath.Glob does, a file loaded once), except
+# CONTAINERD_CONFIG, the candidate and gvisorgen's drop-in as it is on disk; with STAGED, the staged drop-in takes
+# GVZ_DROPIN's place in that order, so that the copy loads exactly what containerd will load at its next start.
 gvz_to_check() {
-    if [ -z "${GVZ_SELF_IMPORT:-}" ]; then
+    if [ -z "${GVZ_SELF_IMPORT:-}" ] && [ -z "${GVZ_DROPIN:-}" ]; then
         cp "$1" "$HOST_ROOT$GVZ_CHECK"
         return
     fi
-    # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, in glob order
-    _files=$(gvz_host sh -c 'while IFS= read -r p; do for f in $p; do [ ! -f "$f" ] || echo "$f"; done; done' <"$2" |
-        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" '$0 != a && $0 != b && !seen[$0]++ { printf "%s\"%s\"", (n++ ? ", " : ""), $0 }')
+    _tab=$(printf '\t')
+    _files=$(
+        {
+            # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, with its pattern's rank
+            gvz_host sh -c 'n=0; while IFS= read -r p; do n=$((n+1)); for f in $p; do [ ! -f "$f" ] || printf "%s\t%s\n" "$n" "$f"; done; done' <"$2" |
+                awk -F "$_tab" -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="${GVZ_DROPIN:-}" '$2 != a && $2 != b && $2 != c'
+            if [ -n "${3:-}" ]; then
+                _n=0
+                while IFS= read -r _p; do
+                    _n=$((_n + 1))
+                    if gvz_glob_matches "$_p" "$GVZ_DROPIN"; then
+                        printf '%s\t%s\n' "$_n" "$GVZ_DROPIN"
+                        break
+                    fi
+                done <"$2"
+            fi
+        } | LC_ALL=C sort -t "$_tab" -k1,1n -k2 |
+            awk -F "$_tab" -v d="${GVZ_DROPIN:-}" -v s="${3:-}" '!seen[$2]++ { f = $2; if (f == d) f = s; printf "%s\"%s\"", (n++ ? ", " : ""), f }'
+    )
     {
         printf 'imports = [%s]\n' "$_files"
         awk '
@@ -612,6 +654,44 @@ gvz_to_check() {
             !intable && /^[ \t]*imports[ \t]*=/ { if ($0 !~ /\]/) skip = 1; next }
             { print }' "$1"
     } >"$HOST_ROOT$GVZ_CHECK"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# gvisorgen's drop-in: one file in a folder that the config imports (containerd 2.x merges plugin tables across files)
+
+GVZ_DROPIN_NAME=gvisorgen-runsc.toml
+GVZ_MANAGED='# Managed by gvisorgen'
+
+# gvz_dropin_path FILE : where gvisorgen's drop-in goes, or nothing: GVZ_DROPIN_NAME in the folder of the first
+# `imports` pattern of FILE's own text (never its dump's: containerd 2.2+ dumps its built-in conf.d pattern whether or
+# not a file imports it, and it loads only what the files import) whose folder is containerd's config folder or under
+# it (mounted in the pod), spelled without glob characters, and whose glob matches the drop-in but not gvisorgen's
+# temp files beside it (containerd would load a half-written one).
+gvz_dropin_path() {
+    gvz_imports "$1" | while IFS= read -r _p; do
+        _d=${_p%/*}
+        case $_d in *[!A-Za-z0-9._/-]* | *//* | */./* | */../* | */. | */..) continue ;; esac
+        case $_d in "$GVZ_CFG_DIR" | "$GVZ_CFG_DIR"/*) ;; *) continue ;; esac
+        gvz_glob_matches "$_p" "$_d/$GVZ_DROPIN_NAME" || continue
+        ! gvz_glob_matches "$_p" "$_d/.$GVZ_DROPIN_NAME.gvisorgen-tmp.1" || continue
+        [ "$_d/$GVZ_DROPIN_NAME" != "$RUNSC_CONFIG" ] || continue
+        echo "$_d/$GVZ_DROPIN_NAME"
+    done | head -n 1
+}
+
+# gvz_is_managed FILE : a plain file (not a symlink) whose first line is gvisorgen's managed header.
+gvz_is_managed() {
+    [ -f "$1" ] && [ ! -L "$1" ] && head -n 1 "$1" | grep -q "^$GVZ_MANAGED"
+}
+
+# gvz_dump_sans DUMP TABLE : the dump without TABLE and its subtables, and without the top-level `imports` line (the
+# validated copies list their files explicitly): what must stay byte for byte when a drop-in adds only TABLE.
+gvz_dump_sans() {
+    awk -v t="$2" '
+        function norm(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
+        /^[ \t]*\[/ { h = norm($0); drop = (h == t || index(h, t ".") == 1); intable = 1 }
+        !intable && /^[ \t]*imports[ \t]*=/ { next }
+        !drop { print }' "$1"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -854,10 +934,14 @@ gvz_clean_leftovers() {
         done
         for _gvz_f in "$_gvz_d"/.lock.new.* "$_gvz_d"/lock.stale.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" holder; done
     fi
-    if [ -f "$HOST_ROOT$GVZ_CHECK" ] && [ ! -L "$HOST_ROOT$GVZ_CHECK" ]; then
-        rm -f "$HOST_ROOT$GVZ_CHECK"
-        gvz_log "removed $GVZ_CHECK, left by an earlier run that did not finish"
-    fi
+    for _gvz_f in "$GVZ_CHECK" "$GVZ_DROPIN_STAGED"; do
+        if [ -f "$HOST_ROOT$_gvz_f" ] && [ ! -L "$HOST_ROOT$_gvz_f" ]; then
+            rm -f "$HOST_ROOT$_gvz_f"
+            gvz_log "removed $_gvz_f, left by an earlier run that did not finish"
+        fi
+    done
+    # a drop-in's temp file in a subfolder of containerd's config folder (conf.d/.gvisorgen-runsc.toml.gvisorgen-tmp.<pid>)
+    for _gvz_f in "$HOST_ROOT$GVZ_CFG_DIR"/*/."$GVZ_DROPIN_NAME".gvisorgen-tmp.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}"; done
     for _gvz_f in "${TMPDIR:-/tmp}"/gvisorgen.*.*; do
         [ "$_gvz_f" != "$GVZ_TMP" ] || continue
         _gvz_p=${_gvz_f##*/gvisorgen.}

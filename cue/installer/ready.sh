@@ -53,7 +53,14 @@ if [ "$GVISOR_MODE" = install ]; then
     [ -r "$CFG" ] || not_ready "cannot read $CONTAINERD_CONFIG (mode $(stat -c %a "$CFG")): the probe runs unprivileged and needs it readable"
     [ -f "$APPLIED" ] || not_ready "containerd was never seen running with the runsc runtime ($GVZ_APPLIED missing)"
     [ "$(head -n 1 "$APPLIED")" = "$(gvz_sha512 "$CFG")" ] || not_ready "$CONTAINERD_CONFIG changed since configure-containerd validated it"
-    if has_block; then
+    # gvisorgen's drop-in, where configure-containerd chose one (the applied marker's "dropin" line)
+    din=$(awk '$1 == "dropin" { print $2, $3 }' "$APPLIED")
+    if [ -n "$din" ]; then
+        f=${din#* }
+        [ -f "$HOST_ROOT$f" ] || not_ready "gvisorgen's drop-in $f is gone since configure-containerd validated it"
+        [ "$(gvz_sha512 "$HOST_ROOT$f")" = "${din%% *}" ] || not_ready "gvisorgen's drop-in $f changed since configure-containerd validated it"
+    fi
+    if has_block || [ -n "$din" ]; then
         [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"
         [ "$(sed -n 3p "$APPLIED")" = "$(gvz_sha512 "$RCFG")" ] || not_ready "$RUNSC_CONFIG changed since configure-containerd wrote it"
     fi
@@ -71,7 +78,7 @@ if [ "$GVISOR_MODE" = install ]; then
         [ -d "$HOST_ROOT$d" ] || continue
         find "$HOST_ROOT$d" -mindepth 1 -maxdepth 1 ! -type d | while IFS= read -r hf; do
             f=${hf#"$HOST_ROOT"}
-            case $f in "$CONTAINERD_CONFIG" | "$GVZ_CHECK" | "$GVZ_APPLIED" | "$GVZ_BACKUP" | *.gvisorgen-tmp.*) continue ;; esac
+            case $f in "$CONTAINERD_CONFIG" | "$GVZ_CHECK" | "$GVZ_DROPIN_STAGED" | "$GVZ_APPLIED" | "$GVZ_BACKUP" | *.gvisorgen-tmp.*) continue ;; esac
             gvz_glob_matches "$p" "$f" || continue
             awk -v f="$f" 'index($0, "file ") == 1 && substr($0, 135) == f { found = 1 } END { exit !found }' "$APPLIED" ||
                 not_ready "a new file $f, which containerd imports ($p), appeared since configure-containerd judged the runsc handler (it may redefine it: restart the installer's pod to judge it again)"
@@ -80,6 +87,10 @@ if [ "$GVISOR_MODE" = install ]; then
 else
     [ ! -e "$STAMP" ] || not_ready "the stamp $GVZ_STAMP is still there"
     ! has_block || not_ready "gvisorgen's block is still in $CONTAINERD_CONFIG"
+    if [ -f "$CFG" ]; then
+        din=$(gvz_dropin_path "$CFG")
+        if [ -n "$din" ] && gvz_is_managed "$HOST_ROOT$din"; then not_ready "gvisorgen's drop-in $din is still there"; fi
+    fi
     [ ! -e "$APPLIED" ] || not_ready "$GVZ_APPLIED is still there"
     if [ -f "$RCFG" ] && head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then not_ready "$RUNSC_CONFIG is still there"; fi
 fi

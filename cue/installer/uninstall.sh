@@ -81,59 +81,99 @@ if [ -s "$T/sandboxes" ]; then
     gvz_die "$(wc -l <"$T/sandboxes") stopped gVisor container(s) still on this node ($(awk '{ print $1 }' "$T/sandboxes" | head -n 5 | tr '\n' ' ')): kubelet removes the containers of deleted pods within about a minute; uninstall waits for that and retries by itself"
 fi
 
-# --- the config without gvisorgen's block ----------------------------------------------------------------------------
+# --- the config without gvisorgen's block, and without gvisorgen's drop-in ---------------------------------------------
+APPLIED=$HOST_ROOT$GVZ_APPLIED
 changed=
+has_block=
+din_gone=
+GVZ_DROPIN=
+if [ -f "$CFG" ]; then GVZ_DROPIN=$(gvz_dropin_path "$CFG"); fi
+# gvisorgen's drop-ins: where the config imports a folder for one now, and where the applied marker says it went.
+rec=$(awk '$1 == "mode" && $2 == "dropin" { print $3 }' "$APPLIED" 2>/dev/null || true)
+dins=
+for p in $(printf '%s\n' "$GVZ_DROPIN" "$rec" | awk 'NF && !seen[$0]++'); do
+    case $p in
+    "$GVZ_CFG_DIR"/*/"$GVZ_DROPIN_NAME" | "$GVZ_CFG_DIR/$GVZ_DROPIN_NAME") ;;
+    *) gvz_die "the applied marker $GVZ_APPLIED names $p as gvisorgen's drop-in, which is not where gvisorgen writes one; fix or remove the marker by hand" ;;
+    esac
+    if gvz_is_managed "$HOST_ROOT$p"; then
+        dins="$dins $p"
+    elif [ -e "$HOST_ROOT$p" ] || [ -L "$HOST_ROOT$p" ]; then
+        gvz_log "$p is not gvisorgen's (no '$GVZ_MANAGED' first line, or not a plain file); left in place"
+    fi
+done
 if [ -f "$CFG" ]; then
     cp "$CFG" "$T/current"
     mode=$(stat -c %a "$CFG")
     # shellcheck disable=SC2046 # two numbers
     set -- $(gvz_block_count "$T/current")
     case "$1 $2" in
-    "0 0") gvz_log "no gvisorgen block in $CONTAINERD_CONFIG" ;;
+    "0 0")
+        gvz_log "no gvisorgen block in $CONTAINERD_CONFIG"
+        cp "$T/current" "$T/candidate"
+        ;;
     "1 1")
-        # Removing the block means a restart: only when the running containerd serves CRI (else it would not come
-        # back with CRI either; refuse, nothing changed, zero restarts).
-        gvz_require_cri "$addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
+        has_block=1
         gvz_strip_block "$T/current" >"$T/candidate"
-        cp "$T/candidate" "$CHECK"
-        GVZ_SELF_IMPORT=
-        if gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" && gvz_self_importing "$T/candidate" "$T/cand.dump"; then
-            # the copy imports the live config (block and all): validate it with the patterns' files spelled out
-            GVZ_SELF_IMPORT=1
-            gvz_imports "$T/candidate" "$T/cand.dump" >"$T/imports.list"
-            gvz_to_check "$T/candidate" "$T/imports.list"
-        fi
-        gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
-            gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's block ($(first_error "$T/cand.err")); not touching it"
-        p=$(gvz_dump_prefix "$T/cand.dump")
-        d=$(gvz_dump_key "$T/cand.dump" "$p" default_runtime_name)
-        d=${d:-runc}
-        gvz_dump_has_runtime "$T/cand.dump" "$p" "$d" ||
-            gvz_die "without gvisorgen's block the default runtime '$d' would be missing; not touching $CONTAINERD_CONFIG"
-        if gvz_dump_has_runtime "$T/cand.dump" "$p" runsc; then
-            gvz_log "a runsc runtime outside gvisorgen's block stays in $CONTAINERD_CONFIG"
-        fi
-        rm -f "$CHECK"
-        new_backup=
-        if [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
-            gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
-            new_backup=1
-        fi
-        rc=0
-        gvz_cas_replace "$T/current" "$T/candidate" "$CFG" "$mode" || rc=$?
-        if [ "$rc" -ne 0 ]; then
-            if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
-            if [ "$rc" -eq 3 ]; then gvz_cas_retry; fi
-            [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit, on each of $GVZ_CAS_ATTEMPTS attempts; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
-            gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
-        fi
-        gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
-        changed=1
-        # a block an older gvisorgen wrote may name runsc.toml at another path (never reconfigured since)
-        gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$(sed -n 3p "$HOST_ROOT$GVZ_APPLIED" 2>/dev/null || true)"
         ;;
     *) gvz_die "gvisorgen's block markers in $CONTAINERD_CONFIG are damaged ($1 begin, $2 end lines); fix the file by hand" ;;
     esac
+fi
+if [ -n "$has_block" ] || [ -n "$dins" ]; then
+    # Removing them means a restart: only when the running containerd serves CRI (else it would not come back with
+    # CRI either; refuse, nothing changed, zero restarts).
+    gvz_require_cri "$addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
+    gvz_imports "$T/candidate" >"$T/imports.list"
+    GVZ_SELF_IMPORT=
+    if gvz_self_importing "$T/candidate"; then GVZ_SELF_IMPORT=1; fi
+    gvz_to_check "$T/candidate" "$T/imports.list"
+    if [ -z "$GVZ_SELF_IMPORT" ] && gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" && gvz_self_importing "$T/candidate" "$T/cand.dump"; then
+        # the copy imports the live config (block and all) through a file it imports: spell the patterns' files out
+        GVZ_SELF_IMPORT=1
+        gvz_imports "$T/candidate" "$T/cand.dump" >"$T/imports.list"
+        gvz_to_check "$T/candidate" "$T/imports.list"
+    fi
+    gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
+        gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's runtime ($(first_error "$T/cand.err")); not touching it"
+    p=$(gvz_dump_prefix "$T/cand.dump")
+    d=$(gvz_dump_key "$T/cand.dump" "$p" default_runtime_name)
+    d=${d:-runc}
+    gvz_dump_has_runtime "$T/cand.dump" "$p" "$d" ||
+        gvz_die "without gvisorgen's runtime the default runtime '$d' would be missing; not touching $CONTAINERD_CONFIG"
+    if gvz_dump_has_runtime "$T/cand.dump" "$p" runsc; then
+        gvz_log "a runsc runtime that gvisorgen did not write stays (in $CONTAINERD_CONFIG or a file it imports)"
+    fi
+    rm -f "$CHECK"
+    # The drop-ins first (kept in scratch for a rollback): a run killed before the config's swap leaves the block,
+    # which the next run removes.
+    n=0
+    for p in $dins; do
+        n=$((n + 1))
+        cp "$HOST_ROOT$p" "$T/din.$n"
+        rm -f "$HOST_ROOT$p"
+        gvz_log "removed gvisorgen's drop-in $p"
+        changed=1
+        din_gone="$din_gone $n:$p"
+    done
+fi
+if [ -n "$has_block" ]; then
+    new_backup=
+    if [ ! -e "$HOST_ROOT$GVZ_BACKUP" ]; then
+        gvz_atomic_copy "$T/current" "$HOST_ROOT$GVZ_BACKUP" "$mode" || gvz_die "cannot write the backup $GVZ_BACKUP; nothing changed"
+        new_backup=1
+    fi
+    rc=0
+    gvz_cas_replace "$T/current" "$T/candidate" "$CFG" "$mode" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        if [ -n "$new_backup" ]; then rm -f "$HOST_ROOT$GVZ_BACKUP"; fi
+        if [ "$rc" -eq 3 ]; then gvz_cas_retry; fi
+        [ "$rc" -ne 3 ] || gvz_die "$CONTAINERD_CONFIG was changed by another writer while gvisorgen validated its edit, on each of $GVZ_CAS_ATTEMPTS attempts; nothing was changed and containerd was not restarted. Fix: none needed if that writer is done, uninstall retries by itself"
+        gvz_die "cannot replace $CONTAINERD_CONFIG; it is untouched"
+    fi
+    gvz_log "removed gvisorgen's block from $CONTAINERD_CONFIG (backup: $GVZ_BACKUP)"
+    changed=1
+    # a block an older gvisorgen wrote may name runsc.toml at another path (never reconfigured since)
+    gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$(sed -n 3p "$APPLIED" 2>/dev/null || true)"
 fi
 
 # --- runsc.toml, binaries, stamp ---------------------------------------------------------------------------------------
@@ -175,23 +215,40 @@ fi
 # restart: a run killed between the swap and that point leaves it, and the next run, which finds no block to remove,
 # restarts containerd then, since the marker names another config than the one on disk. A config gvisorgen never
 # changed (a hand-written runtime kept) is the one the marker names: no restart.
-APPLIED=$HOST_ROOT$GVZ_APPLIED
 restart=$changed
 if [ -z "$restart" ] && [ -f "$APPLIED" ] && [ -f "$CFG" ] && [ "$(head -n 1 "$APPLIED")" != "$(gvz_sha512 "$CFG")" ]; then
     gvz_log "containerd was last seen serving CRI with another $CONTAINERD_CONFIG than the one on disk (an earlier uninstall removed gvisorgen's block and did not finish): restarting it"
     restart=1
 fi
+if [ -z "$restart" ] && [ -n "$rec" ] && ! gvz_is_managed "$HOST_ROOT$rec" && [ -f "$APPLIED" ]; then
+    gvz_log "containerd was last seen serving CRI with gvisorgen's drop-in $rec, which is gone (an earlier uninstall removed it and did not finish): restarting it"
+    restart=1
+fi
+# rollback : the config and the drop-ins as this run found them. Status only.
+rollback() {
+    if [ -n "$has_block" ]; then gvz_atomic_copy "$T/current" "$CFG" "$mode" || return 1; fi
+    for _e in $din_gone; do gvz_atomic_copy "$T/din.${_e%%:*}" "$HOST_ROOT${_e#*:}" 0644 || return 1; done
+}
 if [ -n "$restart" ]; then
     if ! gvz_restart_containerd "$addr"; then
         if [ -z "$changed" ]; then
             gvz_die "containerd does not come back with $CONTAINERD_CONFIG; the node needs attention (systemctl status containerd; journalctl -u containerd)"
         fi
-        gvz_atomic_copy "$T/current" "$CFG" "$mode" || gvz_die "containerd does not come back AND restoring $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
-        gvz_log "rolled back: restored $CONTAINERD_CONFIG with gvisorgen's block (the binaries are gone; runsc pods cannot start)"
+        rollback || gvz_die "containerd does not come back AND restoring $CONTAINERD_CONFIG failed (backup: $GVZ_BACKUP); the node needs attention"
+        gvz_log "rolled back: restored $CONTAINERD_CONFIG and gvisorgen's runtime in it (the binaries are gone; runsc pods cannot start)"
         gvz_restart_containerd "$addr" || gvz_die "containerd does not come back, even after the rollback; the node needs attention"
         gvz_die "containerd did not come back without the runsc runtime; rolled back the config and containerd runs again"
     fi
 fi
+# The drop-in's folder, when gvisorgen created it and it is empty now.
+created=$(awk '$1 == "created" { print $2 }' "$APPLIED" 2>/dev/null || true)
+case $created in
+"$GVZ_CFG_DIR"/*)
+    if [ -d "$HOST_ROOT$created" ] && [ ! -L "$HOST_ROOT$created" ] && [ -z "$(ls -A "$HOST_ROOT$created")" ]; then
+        rmdir "$HOST_ROOT$created" && gvz_log "removed $created (gvisorgen created it for its drop-in; empty now)"
+    fi
+    ;;
+esac
 rm -f "$APPLIED" "$HOST_ROOT$GVZ_RESTARTED_FOR"
 # The backup is the config before gvisorgen first changed it; the config as restored is that plus whatever was edited
 # since (which the backup lacks). Once containerd serves CRI with it, nothing needs the backup any more; when that is

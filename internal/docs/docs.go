@@ -40,8 +40,9 @@ func Rows(schema, profiles cue.Value) []Row {
 		}
 		for it.Next() {
 			name := it.Selector().Unquoted()
-			p := cue.ParsePath(name + "." + strings.ReplaceAll(r.Path, "?", ""))
-			v := profiles.LookupPath(p)
+			// the profile as a target of it sees it: defaults drawn from #ProfileFacts[profile] resolve
+			pv := it.Value().FillPath(cue.ParsePath("profile"), name)
+			v := pv.LookupPath(cue.ParsePath(strings.ReplaceAll(r.Path, "?", "")))
 			d, ok := v.Default()
 			if !ok || !d.IsConcrete() || d.IncompleteKind() == cue.StructKind {
 				continue

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,6 +160,17 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 		v = v.Unify(u)
 	}
 	p := v.LookupPath(cue.ParsePath("profile"))
+	// A profile the module does not declare, named with every one it does (CUE's own disjunction error lists only
+	// some of them once there are several).
+	if raw := t.val.LookupPath(cue.ParsePath("profile")); raw.Exists() {
+		if s, err := raw.String(); err == nil && !slices.Contains(e.ProfileNames(), s) {
+			var want []string
+			for _, n := range e.ProfileNames() {
+				want = append(want, strconv.Quote(n))
+			}
+			return nil, targetErr(t.name, errors.Newf(raw.Pos(), "profile: %q is not allowed: want one of %s", s, strings.Join(want, ", ")))
+		}
+	}
 	profile, err := p.String()
 	if err != nil {
 		// Without a profile the target cannot be complete: say so, with every

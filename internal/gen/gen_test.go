@@ -37,8 +37,8 @@ func TestCommittedTreeIsFresh(t *testing.T) {
 	for _, tg := range out.Result.Targets {
 		names = append(names, tg.Name)
 	}
-	if got := strings.Join(names, ","); got != "aks,eks,gke,kind" {
-		t.Errorf("default targets = %s, want aks,eks,gke,kind", got)
+	if got := strings.Join(names, ","); got != "aks,eks,gke,k3s,kind,rke2" {
+		t.Errorf("default targets = %s, want aks,eks,gke,k3s,kind,rke2", got)
 	}
 }
 

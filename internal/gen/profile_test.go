@@ -69,7 +69,7 @@ targets: dc1: profile: "onprem"
 	if err := docs.Reference(&ref, ev.Schema(), ev.Profiles(), ev.Instance()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"(`kind`, `gke`, `eks`, `aks`, `onprem`)", "| `onprem` | an on-premises cluster | false | `local-ssd` |", "onprem: `\"/opt/gvisor/bin\"`"} {
+	for _, want := range []string{"(`kind`, `gke`, `eks`, `aks`, `k3s`, `onprem`, `rke2`)", "| `onprem` | an on-premises cluster | false | `local-ssd` |", "onprem: `\"/opt/gvisor/bin\"`"} {
 		if !strings.Contains(ref.String(), want) {
 			t.Errorf("the reference lacks %q", want)
 		}

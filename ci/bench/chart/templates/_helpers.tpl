@@ -50,6 +50,8 @@ env:
 - {name: INSTALL_DIR, value: {{ $G.host.installDir | quote }}}
 - {name: INSTALL_DIR_ON_PATH, value: {{ $G.host.installDirOnPath | toString | quote }}}
 - {name: CONTAINERD_CONFIG, value: {{ $G.host.containerdConfig | quote }}}
+- {name: CONTAINERD_CONFIG_MODE, value: {{ $G.host.containerdConfigMode | quote }}}
+- {name: CONTAINERD_SERVICE, value: {{ join " " $G.host.containerdService | quote }}}
 - {name: RUNSC_CONFIG, value: {{ $G.host.runscConfig | quote }}}
 - {name: RUNSC_CONFIG_TOML, value: {{ join "\n" $lines | quote }}}
 - {name: ADOPT_FOREIGN_RUNSC, value: {{ $G.host.adoptForeignRunsc | toString | quote }}}
@@ -57,6 +59,7 @@ env:
 - {name: DOWNLOAD_TIMEOUT_SECONDS, value: {{ $G.release.downloadTimeoutSeconds | toString | quote }}}
 - {name: DOWNLOAD_RETRIES, value: {{ $G.release.downloadRetries | toString | quote }}}
 - {name: RESTART_TIMEOUT_SECONDS, value: {{ $I.restartTimeoutSeconds | toString | quote }}}
+- {name: HOST_PATH, value: {{ $G.host.commandPath | quote }}}
 resources: {{ toJson $I.resources }}
 volumeMounts:
 - {name: scripts, mountPath: /gvisorgen, readOnly: true}
