@@ -216,12 +216,19 @@ runinit ready.sh
 say "ready.sh: ok"
 say "installed: $("$IDIR/runsc" --version | head -n 1) (gVisor $TAG, $(awk '$1 == "layout" { print $2 }' "$IDIR/.gvisorgen-runsc.stamp") layout), shim $(sha512sum "$IDIR/containerd-shim-runsc-v1" | cut -c1-12)…"
 if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
+# where the installer put the runtime on this node: gvisorgen's drop-in (2.x with a config that imports conf.d:
+# host24.toml) or the block in config.toml (the applied marker's mode line)
+RT=$(awk '$1 == "mode" && $2 != "adopted" { print $3 }' /etc/containerd/config.toml.gvisorgen-applied)
+case $V:$CFGV:$RT in
+24:24:/etc/containerd/conf.d/gvisorgen-runsc.toml | *:16:/etc/containerd/config.toml | *:17:/etc/containerd/config.toml) say "the runtime is in $RT" ;;
+*) say "FAIL: the runtime is in '$RT' (containerd $V, config host$CFGV.toml)"; exit 1 ;;
+esac
 if [ "$MODE" = offpath ]; then
 	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
-	grep -q "runtime_path = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no runtime_path"; exit 1; }
+	grep -q "runtime_path = \"$IDIR/containerd-shim-runsc-v1\"" "$RT" || { say "FAIL: no runtime_path"; exit 1; }
 	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
 	if [ "$CFGV" = 16 ]; then # a version 2 file: the absolute runtime_type 1.x needs, whichever version wrote it
-		grep -q "runtime_type = \"$IDIR/containerd-shim-runsc-v1\"" /etc/containerd/config.toml || { say "FAIL: no absolute runtime_type"; exit 1; }
+		grep -q "runtime_type = \"$IDIR/containerd-shim-runsc-v1\"" "$RT" || { say "FAIL: no absolute runtime_type"; exit 1; }
 	fi
 fi
 
