@@ -147,7 +147,7 @@ var configureCases = []configureCase{
 			return def24() + "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]\n  runtime_type = 'io.containerd.runsc.v1'\n"
 		}},
 	{name: "handwritten-dotted-keys/2.4", ctrd: "24", handwritten: true, env: adopt, config: str(cfgV3DottedRunsc)},
-	{name: "handwritten-in-imports-dropin/2.4", ctrd: "24", handwritten: true, env: adopt, config: str(string(defaults["24"])), dropIns: map[string]string{"runsc.toml": dropInRunsc24}},
+	{name: "handwritten-in-imports-dropin/2.4", ctrd: "24", handwritten: true, env: adopt, config: func() string { return string(defaults["24"]) }, dropIns: map[string]string{"runsc.toml": dropInRunsc24}},
 	// refusals: the config stays byte-identical and containerd is not restarted
 	{name: "version-5-refused/2.4", ctrd: "24", config: func() string { return strings.Replace(def24(), "version = 4", "version = 5", 1) },
 		wantFail: `config version 5; this installer knows versions up to 4`},
