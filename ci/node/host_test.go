@@ -27,7 +27,9 @@ type Host struct {
 	Exec     string // HOST_EXEC
 	ExecNet  string // HOST_EXEC_NET
 	Ctrd     string // the host's containerd binary
-	CtrdName string // "16" or "24"
+	CtrdName string // "16", "17", "22" or "24"
+	Unit     string // the unit the fake systemctl runs containerd as ("containerd"; k3s-agent on a k3s node)
+	Sock     string // containerd's socket
 	Env      map[string]string
 }
 
@@ -42,7 +44,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func newHost(t *testing.T, ver string) *Host {
 	t.Helper()
-	h := &Host{t: t, Dir: t.TempDir(), CtrdName: ver}
+	h := &Host{t: t, Dir: t.TempDir(), CtrdName: ver, Unit: "containerd", Sock: "/run/containerd/containerd.sock"}
 	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "22": ctrd22, "24": ctrd24}[ver]
 	if h.Ctrd == "" {
 		t.Fatalf("unknown containerd %q", ver)
@@ -126,8 +128,17 @@ stop() {
 	fi
 	rm -f "$D/containerd.pid"
 }
-case "$1 ${2:-}" in
-"restart containerd"|"start containerd")
+# The unit, its config file and socket: containerd's own by default; knobs make it a distribution's (k3s: unit k3s-agent,
+# config /var/lib/rancher/k3s/agent/etc/containerd/config.toml, socket /run/k3s/containerd/containerd.sock), which
+# renders the config anew from knob "render" at every start, as k3s does from its template.
+UNIT=$(cat "$D/knobs/unit" 2>/dev/null || echo containerd)
+CFGF=$(cat "$D/knobs/config-file" 2>/dev/null || echo /etc/containerd/config.toml)
+SOCK=$(cat "$D/knobs/sock" 2>/dev/null || echo /run/containerd/containerd.sock)
+cmd=$1
+shift
+[ "${1:-}" != --quiet ] || shift
+case "$cmd ${1:-}" in
+"restart $UNIT"|"start $UNIT")
 	stop
 	n=$(cat "$D/knobs/fail-restarts" 2>/dev/null || echo 0)
 	if [ "$n" -gt 0 ]; then
@@ -135,24 +146,26 @@ case "$1 ${2:-}" in
 		echo "Job for containerd.service failed because the control process exited with error code." >&2
 		exit 1
 	fi
-	rm -f /run/containerd/containerd.sock
-	cfg=""; [ ! -f /etc/containerd/config.toml ] || cfg="--config /etc/containerd/config.toml"
+	rm -f "$SOCK"
+	if [ -f "$D/knobs/render" ]; then cp "$D/knobs/render" "$CFGF"; fi
+	cfg=""; [ ! -f "$CFGF" ] || cfg="--config $CFGF"
 	# knob "config": the unit runs containerd with another file (as a unit's --config would)
 	if [ -s "$D/knobs/config" ]; then cfg="--config $(cat "$D/knobs/config")"; fi
-	setsid containerd $cfg --root "$D/root" --state /run/containerd >>"$D/containerd.log" 2>&1 </dev/null &
+	setsid containerd $cfg --root "$D/root" --state "${SOCK%/*}" >>"$D/containerd.log" 2>&1 </dev/null &
 	echo $! >"$D/containerd.pid"
 	# up when its socket answers: ctr (a Go program, ~0.1 s of CPU) only once the socket exists. Bounded by the
 	# number of tries (~60 s when quiet, more under load), so that the script's RESTART_TIMEOUT_SECONDS decides, as
 	# systemd's TimeoutStartSec (90 s) leaves it to on a node.
 	i=0
-	until [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1; do
+	until [ -S "$SOCK" ] && ctr --address "$SOCK" version >/dev/null 2>&1; do
 		i=$((i+1))
 		if ! alive "$(cat "$D/containerd.pid")"; then echo "containerd failed to start: it exited (containerd.log)" >&2; exit 1; fi
 		if [ $i -gt 1200 ]; then echo "containerd failed to start: no answer on its socket after 1200 tries" >&2; exit 1; fi
 		sleep 0.05
 	done ;;
-"stop containerd") stop ;;
-"is-active containerd") if [ -f "$D/containerd.pid" ] && alive "$(cat "$D/containerd.pid")"; then echo active; else echo inactive; exit 3; fi ;;
+"stop $UNIT") stop ;;
+"is-active $UNIT") if [ -f "$D/containerd.pid" ] && alive "$(cat "$D/containerd.pid")"; then echo active; else echo inactive; exit 3; fi ;;
+"is-active "*) echo inactive; exit 3 ;;
 *) echo "fake systemctl: unsupported: $*" >&2; exit 1 ;;
 esac
 `
@@ -316,7 +329,7 @@ func (h *Host) hostCmd(args ...string) (string, error) {
 
 func (h *Host) startContainerd() {
 	h.t.Helper()
-	if out, err := h.hostCmd("systemctl", "start", "containerd"); err != nil {
+	if out, err := h.hostCmd("systemctl", "start", h.Unit); err != nil {
 		h.t.Fatalf("start containerd: %v\n%s\n%s", err, out, h.containerdLog())
 	}
 	h.waitCRI()
@@ -332,7 +345,7 @@ func (h *Host) containerdLog() string {
 }
 
 func (h *Host) criOK() bool {
-	out, err := h.hostCmd("ctr", "plugins", "ls")
+	out, err := h.hostCmd("ctr", "--address", h.Sock, "plugins", "ls")
 	if err != nil {
 		return false
 	}
@@ -379,7 +392,7 @@ func (h *Host) stopContainerd() {
 
 func (h *Host) restarts() int {
 	b, _ := os.ReadFile(filepath.Join(h.Dir, "systemctl.log"))
-	return strings.Count(string(b), "systemctl restart containerd")
+	return strings.Count(string(b), "systemctl restart "+h.Unit)
 }
 
 func (h *Host) knob(name, value string) { h.write(filepath.Join(h.Dir, "knobs", name), 0o644, value) }

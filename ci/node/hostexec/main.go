@@ -73,13 +73,21 @@ func run() error {
 		return fmt.Errorf("making / private: %w", err)
 	}
 	h := filepath.Join(dir, "host")
-	for _, m := range [][2]string{
+	binds := [][2]string{
 		{h + "/etc/containerd", "/etc/containerd"},
 		{h + "/usr/local/bin", "/usr/local/bin"},
 		{h + "/run", "/run"},
 		{h + "/home", "/home"},
 		{dir + "/fakebin", "/usr/local/sbin"},
-	} {
+	}
+	// a k3s or RKE2 node's folders, when the fake host has them (the mount point is made on the machine: empty)
+	if _, err := os.Stat(h + "/var/lib/rancher"); err == nil {
+		if err := os.MkdirAll("/var/lib/rancher", 0o755); err != nil {
+			return err
+		}
+		binds = append(binds, [2]string{h + "/var/lib/rancher", "/var/lib/rancher"})
+	}
+	for _, m := range binds {
 		if err := syscall.Mount(m[0], m[1], "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding %s over %s: %w", m[0], m[1], err)
 		}
