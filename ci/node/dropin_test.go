@@ -191,6 +191,32 @@ func TestDropIn(t *testing.T) {
 			}
 		})
 
+		// A node installed in place (its config imported nothing) whose config then imports conf.d (an upgrade to a
+		// containerd 2.2+ default config, or a bootstrapper's change): the next run moves to the drop-in, the block goes
+		// and the config is exactly what was written, in one restart.
+		t.Run(ver+"/upgraded-node-moves-to-dropin", func(t *testing.T) {
+			t.Parallel()
+			h := newHost(t, ver)
+			h.link(crictlBin, h.Dir+"/fakebin/crictl")
+			h.setConfig(noImports(ver))
+			h.startContainerd()
+			h.mustRun("install-runsc.sh", nil)
+			h.mustRunRestarts("configure-containerd.sh", nil, 1)
+			withBlock := h.config()
+			if countLines(withBlock, beginMarker) != 1 || h.exists(dropIn) {
+				t.Fatalf("a config importing nothing: want the block:\n%s", withBlock)
+			}
+			upgraded := strings.Replace(withBlock, "imports = []\n", "imports = ['/etc/containerd/conf.d/*.toml']\n", 1)
+			h.setConfig(upgraded)
+			h.mustFail("ready.sh", nil, "changed since configure-containerd validated it")
+			r := h.mustRunRestarts("configure-containerd.sh", nil, 1)
+			assertContains(t, "output", r.Output, "but for the block an earlier run of gvisorgen wrote there, which goes")
+			assertContains(t, "output", r.Output, "lists the runsc handler")
+			h.assertDropIn(realDefault(ver), tblV3)
+			h.mustRun("ready.sh", nil)
+			h.mustRunRestarts("configure-containerd.sh", nil, 0)
+		})
+
 		// The unit runs containerd with another file, which imports no conf.d: the drop-in is not loaded. Asked
 		// after the restart, CRI lists no runsc: the drop-in is taken back and containerd restarted, nothing left.
 		t.Run(ver+"/not-loaded-rolled-back", func(t *testing.T) {
