@@ -363,6 +363,20 @@ func killCases() []killCase {
 			prep: installed(def16),
 		},
 		{
+			// the drop-in path: gvisorgen-runsc.toml in conf.d (2.4's default config imports it), config untouched
+			name: "configure-containerd/2.4-dropin", ver: "24", script: "configure-containerd.sh",
+			env:  map[string]string{"RUNSC_CONFIG": "/etc/containerd/runsc/runsc.toml"},
+			prep: installed(func() string { return realDefault("24") }),
+		},
+		{
+			name: "uninstall/2.4-dropin", ver: "24", script: "uninstall.sh",
+			env: map[string]string{"GVISOR_MODE": "uninstall", "RUNSC_CONFIG": "/etc/containerd/runsc/runsc.toml"},
+			prep: func(h *Host) {
+				installed(func() string { return realDefault("24") })(h)
+				h.mustRun("configure-containerd.sh", map[string]string{"RUNSC_CONFIG": "/etc/containerd/runsc/runsc.toml"})
+			},
+		},
+		{
 			name: "uninstall/2.4", ver: "24", script: "uninstall.sh",
 			env: map[string]string{"GVISOR_MODE": "uninstall", "RUNSC_CONFIG": "/etc/containerd/runsc/runsc.toml"},
 			prep: func(h *Host) {
