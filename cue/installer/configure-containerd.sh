@@ -33,7 +33,7 @@
 # A second run with the same inputs leaves every file byte-identical and does not restart containerd.
 #
 # Environment (set by the generator; see README.md): HOST_ROOT HOST_EXEC GVISOR_MODE INSTALL_DIR INSTALL_DIR_ON_PATH
-#   CONTAINERD_CONFIG RUNSC_CONFIG RUNSC_CONFIG_TOML STATE_DIR RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS
+#   CONTAINERD_CONFIG CONTAINERD_CONFIG_MODE CONTAINERD_SERVICE HOST_PATH RUNSC_CONFIG RUNSC_CONFIG_TOML STATE_DIR RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS
 # Host commands used through HOST_EXEC: containerd (config dump / config default), systemctl restart containerd, ctr,
 # crictl (when the host has it: does CRI list the runsc handler).
 set -eu

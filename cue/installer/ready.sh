@@ -9,8 +9,10 @@
 #   install mode:   the stamp in INSTALL_DIR names GVISOR_VERSION and this arch, every installed file it lists exists,
 #                   is executable and still has the sha512 the stamp records, CONTAINERD_CONFIG is byte for byte the
 #                   config that configure-containerd validated and saw containerd serve CRI with
-#                   (CONTAINERD_CONFIG.gvisorgen-applied), and, when gvisorgen's block is in it, runsc.toml is byte
-#                   for byte the one configure-containerd wrote;
+#                   (CONTAINERD_CONFIG.gvisorgen-applied), gvisorgen's drop-in (when the marker names one) is byte for
+#                   byte the one it wrote, and, with the block or the drop-in, runsc.toml is byte for byte the one
+#                   configure-containerd wrote;
+#                   uninstall mode also: no gvisorgen drop-in where the config imports a folder for one;
 #   uninstall mode: no stamp, no runsc/shim that gvisorgen installed, no gvisorgen block in the config, no
 #                   gvisorgen runsc.toml, no applied marker.
 # Cost per run: one sha512 of each installed file (runsc and the shim: tens of MB), the config and runsc.toml.

@@ -1,8 +1,10 @@
 #!/bin/sh
 # uninstall.sh: the single init container `uninstall-runsc` of the runsc-installer DaemonSet in uninstall mode.
 #
-# Removes what gvisorgen put on the node: the managed block in CONTAINERD_CONFIG (validated with the host's
-# containerd before the swap: dump exits 0 and still shows the default runtime), RUNSC_CONFIG (only when gvisorgen
+# Removes what gvisorgen put on the node: the managed block in CONTAINERD_CONFIG and gvisorgen's drop-in (where the
+# config imports a folder for one, or where the applied marker says it went; only a file with gvisorgen's managed first
+# line; the folder too when gvisorgen created it and it is empty), validated with the host's containerd before the
+# swap (dump exits 0 and still shows the default runtime), RUNSC_CONFIG (only when gvisorgen
 # wrote it), the files listed in the stamp and in install-runsc's record of an install that did not finish
 # (.gvisorgen-runsc.installing): runsc, containerd-shim-runsc-v1, gvisor-bin/..., then the stamp and the record; restarts
 # containerd, only when the config changed (or an earlier uninstall changed it and was not seen through: the applied
