@@ -125,6 +125,9 @@ if [ -n "$has_block" ] || [ -n "$dins" ]; then
     # Removing them means a restart: only when the running containerd serves CRI (else it would not come back with
     # CRI either; refuse, nothing changed, zero restarts).
     gvz_require_cri "$addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
+fi
+# Validated unless there is no config at all (containerd then loads no import: a drop-in left is inert).
+if { [ -n "$has_block" ] || [ -n "$dins" ]; } && [ -f "$CFG" ]; then
     gvz_imports "$T/candidate" >"$T/imports.list"
     GVZ_SELF_IMPORT=
     if gvz_self_importing "$T/candidate"; then GVZ_SELF_IMPORT=1; fi
@@ -146,6 +149,8 @@ if [ -n "$has_block" ] || [ -n "$dins" ]; then
         gvz_log "a runsc runtime that gvisorgen did not write stays (in $CONTAINERD_CONFIG or a file it imports)"
     fi
     rm -f "$CHECK"
+fi
+if [ -n "$dins" ]; then
     # The drop-ins first (kept in scratch for a rollback): a run killed before the config's swap leaves the block,
     # which the next run removes.
     n=0

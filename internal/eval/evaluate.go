@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/errors"
 )
 
@@ -168,7 +169,12 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 			for _, n := range e.ProfileNames() {
 				want = append(want, strconv.Quote(n))
 			}
-			return nil, targetErr(t.name, errors.Newf(raw.Pos(), "profile: %q is not allowed: want one of %s", s, strings.Join(want, ", ")))
+			// the value's own position, not its field's
+			pos := raw.Pos()
+			if f, ok := raw.Source().(*ast.Field); ok && f.Value != nil && f.Value.Pos().IsValid() {
+				pos = f.Value.Pos()
+			}
+			return nil, targetErr(t.name, errors.Newf(pos, "profile: %q is not allowed: want one of %s", s, strings.Join(want, ", ")))
 		}
 	}
 	profile, err := p.String()

@@ -211,7 +211,12 @@ func (e *Evaluator) schemaKind(sels []cue.Selector) (cue.Kind, bool) {
 		}
 		cur = next
 	}
-	return cur.IncompleteKind(), true
+	// A field whose rule refers to another field the target decides (installDir's "not containerdConfig's folder",
+	// with containerdConfig a profile's default) has no kind before the target is known: unification decides.
+	if k := cur.IncompleteKind(); k != cue.BottomKind {
+		return k, true
+	}
+	return cue.TopKind, true
 }
 
 // setPath parses a --set path: labels joined by dots, quoted where they hold
