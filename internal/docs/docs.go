@@ -122,6 +122,18 @@ func hasFields(v cue.Value) bool {
 
 func kindName(v cue.Value) string {
 	k := v.IncompleteKind()
+	if k == cue.BottomKind {
+		// a rule that refers to a field the target decides (installDir: not containerdConfig's folder) has no kind
+		// before the target is known: the kind of its first conjunct that has one
+		if op, args := v.Expr(); op == cue.AndOp {
+			for _, a := range args {
+				if ak := a.IncompleteKind(); ak != cue.BottomKind && ak != cue.TopKind {
+					k = ak
+					break
+				}
+			}
+		}
+	}
 	switch {
 	case k == cue.StructKind:
 		return "map"
