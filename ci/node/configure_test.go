@@ -129,6 +129,24 @@ var configureCases = []configureCase{
 				t.Fatalf("config.toml is not containerd's own default:\n%s", h.config())
 			}
 		}},
+	// containerd 2.2.9 (the first release whose default config imports conf.d; k3s's and RKE2's 2026 line): in place
+	// with its default minus the import, a version 2 file, and the drop-in with the import or without a config
+	{name: "v3-default/2.2", ctrd: "22", config: func() string { return noImports("22") }, wantTable: tblV3},
+	{name: "v2-default-1.6-file/2.2", ctrd: "22", config: def16, wantTable: tblV2},
+	{name: "v3-default-imports/2.2", ctrd: "22", config: func() string { return realDefault("22") }, wantTable: tblV3, dropIn: true},
+	{name: "imports-dropin-gc/2.2", ctrd: "22", config: str(cfgV2Imports), dropIns: map[string]string{"gc.toml": dropInGC}, wantTable: tblV2, dropIn: true},
+	{name: "missing-config/2.2", ctrd: "22", config: nil, wantTable: tblV3, dropIn: true,
+		extra: func(t *testing.T, h *Host) {
+			if h.config() != string(defaults["22"]) {
+				t.Fatalf("config.toml is not containerd's own default:\n%s", h.config())
+			}
+		}},
+	{name: "install-dir-off-path/2.2-dropin", ctrd: "22", config: func() string { return realDefault("22") }, wantTable: tblV3, dropIn: true,
+		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"},
+		extra: func(t *testing.T, h *Host) {
+			assertContains(t, "drop-in", h.read(dropIn), `runtime_path = "/home/kubernetes/bin/containerd-shim-runsc-v1"`)
+			assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/home/kubernetes/bin/runsc"`)
+		}},
 	{name: "install-dir-off-path/1.6", ctrd: "16", config: def16, wantTable: tblV2,
 		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"}, extra: offPathChecks},
 	{name: "install-dir-off-path/2.4", ctrd: "24", config: def24, wantTable: tblV3,
