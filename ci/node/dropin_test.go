@@ -43,6 +43,23 @@ imports = ["/etc/containerd/conf.d/*.toml"]
         SystemdCgroup = true
 `
 
+// installedHost: a host whose containerd runs on cfg (with the host's crictl when crictl is set), after before (files or
+// knobs the running containerd must see from its start), with gVisor installed by install-runsc.
+func installedHost(t *testing.T, ver, cfg string, crictl bool, before ...func(h *Host)) *Host {
+	t.Helper()
+	h := newHost(t, ver)
+	if crictl {
+		h.link(crictlBin, h.Dir+"/fakebin/crictl")
+	}
+	h.setConfig(cfg)
+	for _, f := range before {
+		f(h)
+	}
+	h.startContainerd()
+	h.mustRun("install-runsc.sh", nil)
+	return h
+}
+
 // assertDropIn: the node holds gvisorgen's drop-in with the table the config's version names, no version line, and
 // the applied marker says so; config.toml is exactly orig.
 func (h *Host) assertDropIn(orig, table string) {
@@ -66,12 +83,8 @@ func TestDropIn(t *testing.T) {
 		// The default config: install, re-run, uninstall.
 		t.Run(ver+"/default-lifecycle", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
-			h.link(crictlBin, h.Dir+"/fakebin/crictl")
 			orig := realDefault(ver)
-			h.setConfig(orig)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, orig, true)
 			r := h.mustRunRestarts("configure-containerd.sh", nil, 1)
 			assertContains(t, "output", r.Output, "drop-in: /etc/containerd/config.toml imports "+dropIn)
 			assertContains(t, "output", r.Output, "lists the runsc handler")
@@ -109,10 +122,7 @@ func TestDropIn(t *testing.T) {
 		// A version 2 config with settings of its own: the drop-in takes its table name and changes nothing else.
 		t.Run(ver+"/v2-root", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
-			h.setConfig(cfgV2SystemdImports)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, cfgV2SystemdImports, false)
 			h.mustRunRestarts("configure-containerd.sh", nil, 1)
 			h.assertDropIn(cfgV2SystemdImports, tblV2)
 			d := h.dump(h.Ctrd, "/etc/containerd/config.toml")
@@ -125,18 +135,16 @@ func TestDropIn(t *testing.T) {
 		// still loads them (one each).
 		t.Run(ver+"/busy-conf.d-covered-twice", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
 			orig := strings.Replace(realDefault(ver), "imports = ['/etc/containerd/conf.d/*.toml']",
 				"imports = ['/etc/containerd/conf.d/*.toml', 'conf.d/*.toml', '/etc/containerd/conf.d/zz-*.toml']", 1)
 			if orig == realDefault(ver) {
 				t.Fatal("the default config has no conf.d import to extend")
 			}
-			h.setConfig(orig)
 			site := "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n"
-			h.write(h.P("/etc/containerd/conf.d/10-gc.toml"), 0o644, dropInGC)
-			h.write(h.P("/etc/containerd/conf.d/zz-site.toml"), 0o644, site)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, orig, false, func(h *Host) {
+				h.write(h.P("/etc/containerd/conf.d/10-gc.toml"), 0o644, dropInGC)
+				h.write(h.P("/etc/containerd/conf.d/zz-site.toml"), 0o644, site)
+			})
 			h.mustRunRestarts("configure-containerd.sh", nil, 1)
 			h.assertDropIn(orig, tblV3)
 			if h.read("/etc/containerd/conf.d/10-gc.toml") != dropInGC || h.read("/etc/containerd/conf.d/zz-site.toml") != site {
@@ -158,12 +166,8 @@ func TestDropIn(t *testing.T) {
 		// And back.
 		t.Run(ver+"/block-to-dropin-and-back", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
-			h.link(crictlBin, h.Dir+"/fakebin/crictl")
 			orig := realDefault(ver)
-			h.setConfig(orig)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, orig, true)
 			block := map[string]string{"CONTAINERD_CONFIG_MODE": "block"}
 			r := h.mustRunRestarts("configure-containerd.sh", block, 1)
 			assertContains(t, "output", r.Output, "in place: CONTAINERD_CONFIG_MODE is block")
@@ -196,11 +200,7 @@ func TestDropIn(t *testing.T) {
 		// and the config is exactly what was written, in one restart.
 		t.Run(ver+"/upgraded-node-moves-to-dropin", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
-			h.link(crictlBin, h.Dir+"/fakebin/crictl")
-			h.setConfig(noImports(ver))
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, noImports(ver), true)
 			h.mustRunRestarts("configure-containerd.sh", nil, 1)
 			withBlock := h.config()
 			if countLines(withBlock, beginMarker) != 1 || h.exists(dropIn) {
@@ -221,14 +221,11 @@ func TestDropIn(t *testing.T) {
 		// after the restart, CRI lists no runsc: the drop-in is taken back and containerd restarted, nothing left.
 		t.Run(ver+"/not-loaded-rolled-back", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
-			h.link(crictlBin, h.Dir+"/fakebin/crictl")
 			orig := realDefault(ver)
-			h.setConfig(orig)
-			h.write(h.P("/etc/containerd/unit.toml"), 0o644, noImports(ver))
-			h.knob("config", "/etc/containerd/unit.toml")
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, orig, true, func(h *Host) {
+				h.write(h.P("/etc/containerd/unit.toml"), 0o644, noImports(ver))
+				h.knob("config", "/etc/containerd/unit.toml")
+			})
 			r0 := h.restarts()
 			h.mustFail("configure-containerd.sh", nil, `the running containerd does not load gvisorgen's drop-in `+dropIn+` .*rolled back \(drop-in removed, containerd restarted\)`)
 			if got := h.restarts() - r0; got != 2 {
@@ -243,13 +240,9 @@ func TestDropIn(t *testing.T) {
 		// A file of gvisorgen's name that gvisorgen did not write is never overwritten.
 		t.Run(ver+"/foreign-file-at-the-name", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
 			orig := realDefault(ver)
-			h.setConfig(orig)
 			foreign := "# site settings\n[plugins.'io.containerd.gc.v1.scheduler']\n  pause_threshold = 0.02\n"
-			h.write(h.P(dropIn), 0o644, foreign)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, orig, false, func(h *Host) { h.write(h.P(dropIn), 0o644, foreign) })
 			r0 := h.restarts()
 			h.mustFail("configure-containerd.sh", nil, regexp.QuoteMeta(dropIn)+`, where gvisorgen writes its drop-in, is there and gvisorgen did not write it`)
 			if h.restarts() != r0 || h.read(dropIn) != foreign || h.config() != orig {
@@ -263,10 +256,7 @@ func TestDropIn(t *testing.T) {
 	for _, ver := range []string{"16", "17"} {
 		t.Run(ver+"/1.x-imports-block-in-place", func(t *testing.T) {
 			t.Parallel()
-			h := newHost(t, ver)
-			h.setConfig(mainWithImports(ver))
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
+			h := installedHost(t, ver, mainWithImports(ver), false)
 			r := h.mustRunRestarts("configure-containerd.sh", nil, 1)
 			assertContains(t, "output", r.Output, "in place: containerd 1.x replaces a plugin's whole table with an imported file's")
 			if countLines(h.config(), beginMarker) != 1 || h.exists(dropIn) {
@@ -279,12 +269,10 @@ func TestDropIn(t *testing.T) {
 	// imported: refused, nothing changed, no restart; an admin's template is named.
 	t.Run("dropin-required-refused", func(t *testing.T) {
 		t.Parallel()
-		h := newHost(t, "24")
 		orig := def24()
-		h.setConfig(orig)
-		h.write(h.P("/etc/containerd/config-v3.toml.tmpl"), 0o644, "{{ template \"base\" . }}\n")
-		h.startContainerd()
-		h.mustRun("install-runsc.sh", nil)
+		h := installedHost(t, "24", orig, false, func(h *Host) {
+			h.write(h.P("/etc/containerd/config-v3.toml.tmpl"), 0o644, "{{ template \"base\" . }}\n")
+		})
 		r0 := h.restarts()
 		h.mustFail("configure-containerd.sh", map[string]string{"CONTAINERD_CONFIG_MODE": "dropin"},
 			`no drop-in is possible on this node: /etc/containerd/config\.toml imports no folder .*CONTAINERD_CONFIG_MODE is dropin.*the template the admin wrote \(/etc/containerd/config-v3\.toml\.tmpl\).*Nothing was changed`)

@@ -20,10 +20,7 @@ import (
 
 // fullInstall: the host runs containerd on cfg, then install-runsc + configure-containerd succeed.
 func fullInstall(t *testing.T, ver, cfg string) *Host {
-	h := newHost(t, ver)
-	h.setConfig(cfg)
-	h.startContainerd()
-	h.mustRun("install-runsc.sh", nil)
+	h := installedHost(t, ver, cfg, false)
 	h.mustRun("configure-containerd.sh", nil)
 	return h
 }

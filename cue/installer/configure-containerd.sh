@@ -301,13 +301,7 @@ make_candidate() {
 render_block >"$T/block.toml"
 gvz_handler_keys "$T/block.toml" "$fprefix.runsc" >"$T/want.handler"
 # (1.x dumps the files it resolved, the validated copy among them: not an import of the live config)
-# (2.2+ dumps its built-in /etc/containerd/conf.d/*.toml whether or not a file imports it: left out unless the config
-# itself names it; a file it imports that names it is then not watched)
-gvz_imports "$T/base" >"$T/imports.own"
-gvz_imports "$T/base" "$T/base.dump" | grep -vxF -e "$GVZ_CHECK" -e "$CONTAINERD_CONFIG" |
-    awk -v own="$T/imports.own" -v builtin=/etc/containerd/conf.d/*.toml -v v2="$host_major" '
-        BEGIN { while ((getline l < own) > 0) mine[l] = 1 }
-        !(v2 >= 2 && $0 == builtin && !($0 in mine))' >"$T/imports.all" || true
+gvz_imports "$T/base" "$T/base.dump" | grep -vxF -e "$GVZ_CHECK" -e "$CONTAINERD_CONFIG" >"$T/imports.all" || true
 
 handwritten=
 if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then

@@ -541,22 +541,40 @@ gvz_unknown_keys() {
 # ---------------------------------------------------------------------------------------------------------------
 # imports: containerd loads every file an `imports` pattern (Go filepath.Glob; relative to the config's folder) matches.
 
-# gvz_imports FILE... : the entries of each file's top-level `imports` array (a config's text, single- or multi-line,
-# or a dump: 1.x dumps the files it resolved, the config itself among them, 2.x the patterns, with its built-in
-# conf.d pattern added), resolved against the config's folder when relative, one per line, without repeats.
+# containerd 2.2+'s built-in imports pattern: its dump lists it whether or not a file imports it (it loads it only then).
+GVZ_BUILTIN_IMPORT='/etc/containerd/conf.d/*.toml'
+
+# gvz_import_entries FILE : the entries of the file's top-level `imports` array (single- or multi-line), resolved
+# against the config's folder when relative, one per line.
+gvz_import_entries() {
+    awk '
+        !on && /^[ \t]*\[/ { exit }
+        !on && /^[ \t]*imports[ \t]*=/ { on = 1; sub(/^[^=]*=/, "") }
+        on {
+            acc = acc " " $0
+            if ($0 ~ /\]/) {
+                while (match(acc, /"[^"]*"|\047[^\047]*\047/)) { print substr(acc, RSTART + 1, RLENGTH - 2); acc = substr(acc, RSTART + RLENGTH) }
+                exit
+            }
+        }' "$1" | while IFS= read -r _p; do gvz_abs_pattern "$_p"; done
+}
+
+# gvz_imports CONFIG [DUMP] : the imports patterns of a config's text and, with DUMP, of its dump (1.x dumps the files
+# it resolved, the config itself among them; 2.x the patterns of every file it loaded, nested imports included), one
+# per line, without repeats. The dump's GVZ_BUILTIN_IMPORT is left out unless the config's text names it (a file the
+# config imports that names it is then missed).
 gvz_imports() {
-    for _f in "$@"; do
-        awk '
-            !on && /^[ \t]*\[/ { exit }
-            !on && /^[ \t]*imports[ \t]*=/ { on = 1; sub(/^[^=]*=/, "") }
-            on {
-                acc = acc " " $0
-                if ($0 ~ /\]/) {
-                    while (match(acc, /"[^"]*"|\047[^\047]*\047/)) { print substr(acc, RSTART + 1, RLENGTH - 2); acc = substr(acc, RSTART + RLENGTH) }
-                    exit
-                }
-            }' "$_f"
-    done | while IFS= read -r _p; do gvz_abs_pattern "$_p"; done | awk '!seen[$0]++'
+    if [ $# -lt 2 ]; then
+        gvz_import_entries "$1" | awk '!seen[$0]++'
+        return
+    fi
+    gvz_import_entries "$1" >"$GVZ_TMP/imports.own"
+    {
+        cat "$GVZ_TMP/imports.own"
+        gvz_import_entries "$2" | awk -v own="$GVZ_TMP/imports.own" -v b="$GVZ_BUILTIN_IMPORT" '
+            BEGIN { while ((getline l < own) > 0) mine[l] = 1 }
+            !($0 == b && !(b in mine))'
+    } | awk '!seen[$0]++'
 }
 
 # gvz_glob_matches PATTERN PATH : status 0 when Go's filepath.Match(PATTERN, PATH) would be true (`*` and `?` never
