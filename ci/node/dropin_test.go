@@ -265,6 +265,22 @@ func TestDropIn(t *testing.T) {
 		})
 	}
 
+	// The applied marker names where the drop-in went; uninstall removes only a plain path in containerd's config
+	// folder: a marker edited to point elsewhere is refused, nothing removed, no restart.
+	t.Run("forged-marker-refused", func(t *testing.T) {
+		t.Parallel()
+		h := installedHost(t, "24", realDefault("24"), false)
+		h.mustRunRestarts("configure-containerd.sh", nil, 1)
+		marker := "/etc/containerd/config.toml.gvisorgen-applied"
+		forged := strings.Replace(h.read(marker), "\nmode dropin "+dropIn+"\n", "\nmode dropin /etc/containerd/conf.d/../../../usr/local/bin/gvisorgen-runsc.toml\n", 1)
+		h.write(h.P(marker), 0o644, forged)
+		r0 := h.restarts()
+		h.mustFail("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"}, `names '/etc/containerd/conf.d/\.\./\.\./\.\./usr/local/bin/gvisorgen-runsc.toml' as gvisorgen's drop-in, which is no plain path`)
+		if h.restarts() != r0 || !h.exists(dropIn) || h.read(marker) != forged {
+			t.Fatal("the refusal changed something")
+		}
+	})
+
 	// CONTAINERD_CONFIG_MODE=dropin (k3s, RKE2: the config is rendered at every start) on a node where nothing is
 	// imported: refused, nothing changed, no restart; an admin's template is named.
 	t.Run("dropin-required-refused", func(t *testing.T) {

@@ -95,6 +95,7 @@ rec=$(awk '$1 == "mode" && $2 == "dropin" { print $3 }' "$APPLIED" 2>/dev/null |
 dins=
 for p in $(printf '%s\n' "$GVZ_DROPIN" "$rec" | awk 'NF && !seen[$0]++'); do
     case $p in
+    *[!A-Za-z0-9._/-]* | *//* | */./* | */../*) gvz_die "the applied marker $GVZ_APPLIED names '$p' as gvisorgen's drop-in, which is no plain path; fix or remove the marker by hand" ;;
     "$GVZ_CFG_DIR"/*/"$GVZ_DROPIN_NAME" | "$GVZ_CFG_DIR/$GVZ_DROPIN_NAME") ;;
     *) gvz_die "the applied marker $GVZ_APPLIED names $p as gvisorgen's drop-in, which is not where gvisorgen writes one; fix or remove the marker by hand" ;;
     esac
