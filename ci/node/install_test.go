@@ -9,10 +9,12 @@ import (
 	"testing"
 )
 
+// assertInstalled: tag's files are installed in dir's release folder gvisor-releases/<tag>/ (mode 0755, the release's
+// digests), the shim in dir is tag's, the stamp names tag as current, and no temp file or staging folder is left.
 func (h *Host) assertInstalled(dir, tag string, files ...string) {
 	h.t.Helper()
-	for _, f := range files {
-		p := h.P(filepath.Join(dir, f))
+	for _, f := range append(append([]string{}, files...), "../../containerd-shim-runsc-v1") {
+		p := h.P(filepath.Join(dir, "gvisor-releases", tag, f))
 		st, err := os.Stat(p)
 		if err != nil {
 			h.t.Fatalf("%s not installed: %v", f, err)
@@ -21,19 +23,36 @@ func (h *Host) assertInstalled(dir, tag string, files ...string) {
 			h.t.Fatalf("%s mode %v, want 0755", f, st.Mode().Perm())
 		}
 		b, _ := os.ReadFile(p)
-		if got, want := sum(b), artSHA[tag+"/"+f]; got != want {
+		if got, want := sum(b), artSHA[tag+"/"+filepath.Base(f)]; strings.HasPrefix(f, "gvisor-bin/") {
+			if want = artSHA[tag+"/"+f]; got != want {
+				h.t.Fatalf("%s: installed digest %s, want %s (%s)", f, got[:16], want, tag)
+			}
+		} else if got != want {
 			h.t.Fatalf("%s: installed digest %s, want %s (%s)", f, got[:16], want, tag)
 		}
 	}
 	stamp := h.read(filepath.Join(dir, ".gvisorgen-runsc.stamp"))
 	assertContains(h.t, "stamp", stamp, "version "+tag+"\n")
-	// no temp files left behind
-	ents, _ := os.ReadDir(h.P(dir))
-	for _, e := range ents {
-		if strings.Contains(e.Name(), "gvisorgen-tmp") || strings.Contains(e.Name(), "gvisorgen-probe") {
-			h.t.Fatalf("temp file left: %s", e.Name())
+	// no temp files or staging folders left behind
+	for _, d := range []string{dir, filepath.Join(dir, "gvisor-releases")} {
+		ents, _ := os.ReadDir(h.P(d))
+		for _, e := range ents {
+			if strings.Contains(e.Name(), "gvisorgen-tmp") || strings.Contains(e.Name(), "gvisorgen-probe") || strings.HasPrefix(e.Name(), ".") && d != dir {
+				h.t.Fatalf("temp file left: %s/%s", d, e.Name())
+			}
 		}
 	}
+}
+
+// releases: the release folders in dir/gvisor-releases.
+func (h *Host) releases(dir string) []string {
+	h.t.Helper()
+	ents, _ := os.ReadDir(h.P(filepath.Join(dir, "gvisor-releases")))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 func (h *Host) assertNothingInstalled() {
@@ -251,7 +270,7 @@ func TestInstall(t *testing.T) {
 	t.Run("corrupted-binary-reinstalled", func(t *testing.T) {
 		h := newHost(t, "16")
 		h.mustRun("install-runsc.sh", nil)
-		h.write(h.P("/usr/local/bin/runsc"), 0o755, "garbage")
+		h.write(h.P("/usr/local/bin/gvisor-releases/"+tagBin+"/runsc"), 0o755, "garbage")
 		r := h.mustRun("install-runsc.sh", nil)
 		assertContains(t, "output", r.Output, "installed gVisor")
 		h.assertInstalled("/usr/local/bin", tagBin, binFiles...)

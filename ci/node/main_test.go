@@ -173,11 +173,18 @@ func sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest).
+// fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest). As runsc,
+// `--root DIR list -quiet` lists the containers whose state files (<sandbox>_sandbox:<id>.state, runsc's naming) are
+// in DIR: a test "runs a sandbox" of a release by writing one into the release's state root.
 func fakeBinary(name, tag string) []byte {
 	pad := make([]byte, 64<<10)
 	_, _ = rand.Read(pad)
-	return append([]byte(fmt.Sprintf("#!/bin/sh\necho %s %s\nexit 0\n#", name, tag)), []byte(hex.EncodeToString(pad))...)
+	list := `if [ "${1:-}" = --root ] && [ "${3:-}" = list ]; then
+for f in "$2"/*.state; do [ -e "$f" ] || continue; f=${f##*/}; f=${f%.state}; echo "${f##*:}"; done
+exit 0
+fi
+`
+	return append([]byte(fmt.Sprintf("#!/bin/sh\n%secho %s %s\nexit 0\n#", list, name, tag)), []byte(hex.EncodeToString(pad))...)
 }
 
 func writeArtifact(dir, name string, b []byte, shaLine string) {

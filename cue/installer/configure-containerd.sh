@@ -46,6 +46,8 @@ gvz_need_applets $GVZ_BASE_APPLETS
 gvz_load_env
 gvz_cas_args "$@"
 [ "$GVISOR_MODE" = install ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': configure-containerd runs only in install mode"
+# runsc.toml names the release's folder: the tag must be one (install-runsc, which runs first, checked it too).
+gvz_check_version
 
 CFG=$HOST_ROOT$CONTAINERD_CONFIG
 CHECK=$HOST_ROOT$GVZ_CHECK
@@ -380,7 +382,11 @@ old_addr=$(gvz_grpc_address "$T/base.dump")
 if [ -z "$handwritten" ]; then
     {
         echo "# Managed by gvisorgen: options of containerd-shim-runsc-v1 for the runsc runtime. Overwritten on every run."
-        if [ "$INSTALL_DIR_ON_PATH" = false ]; then printf 'binary_name = "%s/runsc"\n' "$INSTALL_DIR"; fi
+        # The current release's runsc and its own state root. The shim reads this file for each new container and
+        # keeps what it read for that container's life: new sandboxes switch to a new release without a containerd
+        # restart, running ones keep theirs (releases.sh).
+        printf 'binary_name = "%s/%s/runsc"\n' "$GVZ_RELEASES" "$GVISOR_VERSION"
+        printf 'root = "%s/%s"\n' "$GVZ_RUNSC_ROOTS" "$GVISOR_VERSION"
         echo "[runsc_config]"
         if [ -n "$RUNSC_CONFIG_TOML" ]; then printf '%s\n' "$RUNSC_CONFIG_TOML"; fi
     } >"$T/runsc.toml"

@@ -38,6 +38,8 @@ set -eu
 GVZ_NAME=install-runsc
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=releases.sh
+. "${GVISORGEN_SCRIPTS:-/gvisorgen}/releases.sh"
 
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS wget tar bunzip2 uname find
@@ -51,6 +53,9 @@ ARCH=$(gvz_arch)
 LAYOUT=$(gvz_layout)
 IDIR=$HOST_ROOT$INSTALL_DIR
 STAMP=$HOST_ROOT$GVZ_STAMP
+REL=$HOST_ROOT$GVZ_RELEASES
+V=$GVISOR_VERSION
+VDIR=$GVZ_RELEASES_NAME/$V
 URL=$GVISOR_BASE_URL/$GVISOR_VERSION/$ARCH
 
 [ -d "$IDIR" ] || gvz_die "install dir $INSTALL_DIR is not mounted at $IDIR (the DaemonSet must mount it as a Directory hostPath)"
@@ -121,68 +126,135 @@ if [ -n "$FOREIGN" ]; then
     gvz_log "ADOPT_FOREIGN_RUNSC=true: $SHOWN, which gvisorgen did not install, will be moved aside once the release is downloaded and verified"
 fi
 
+# --- the releases folder ------------------------------------------------------------------------------------------
+if [ -e "$REL" ] || [ -L "$REL" ]; then
+    if [ -L "$REL" ] || [ ! -d "$REL" ]; then
+        gvz_die "$GVZ_RELEASES exists and is not a folder (a symlink or a file): gvisorgen keeps its releases there and does not write through it; move it away (nothing was downloaded or changed)"
+    fi
+fi
+# This release's folder, when there, must be gvisorgen's (its stamp, or the record of an install that did not finish).
+if [ -e "$REL/$V" ] || [ -L "$REL/$V" ]; then
+    if [ -L "$REL/$V" ] || [ ! -d "$REL/$V" ] || ! grep -q "^$VDIR/" "$OURS"; then
+        gvz_die "$GVZ_RELEASES/$V exists and gvisorgen did not make it (neither its stamp nor its install record names it): refusing to write over it or to use it; move it away (nothing was downloaded or changed)"
+    fi
+fi
+
+# --- old releases: kept while used, then collected ------------------------------------------------------------------
+# A release other than this one is removed once no sandbox uses it: asked of its own runsc (the containers in its state
+# root, stopped ones included) and of the host's processes. Never the release this run switches away from (the stamp's
+# current one, and the one runsc.toml names until configure-containerd rewrites it): a container whose shim read
+# runsc.toml just before the switch may be starting with it right now. The next run collects it.
+PREV=$(awk '$1 == "version" { print $2; exit }' "$STAMP" 2>/dev/null || true)
+if [ -z "$PREV" ] || ! grep -q "^file [0-9a-f]* $GVZ_RELEASES_NAME/$PREV/" "$STAMP"; then
+    PREV=$(gvz_rel_list "$STAMP" | grep -x legacy || true) # a stamp of the unversioned install
+fi
+TOML_REL=$(gvz_rel_named_by_toml)
+OLD_USED=""
+for r in $(gvz_rel_list "$STAMP"); do
+    [ "$r" != "$V" ] || continue
+    if grep -qx "collecting $r" "$STAMP"; then
+        gvz_log "finishing the removal of $(gvz_rel_show "$r") (an earlier run judged it unused)"
+        gvz_rel_collect "$STAMP" "$r"
+        continue
+    fi
+    if users=$(gvz_rel_users "$r"); then
+        OLD_USED="$OLD_USED $r"
+        gvz_log "keeping $(gvz_rel_show "$r"): still used ($(printf '%s\n' "$users" | head -n 5 | tr '\n' ';' | sed 's/;$//; s/;/; /g'))"
+    elif [ "$r" = "$PREV" ] || [ "$r" = "$TOML_REL" ]; then
+        gvz_log "keeping $(gvz_rel_show "$r") until the next run: this run switches away from it"
+    else
+        gvz_rel_collect "$STAMP" "$r"
+        gvz_log "removed $(gvz_rel_show "$r"): no sandbox uses it any more"
+    fi
+done
+OLD_USED=${OLD_USED# }
+
 # --- already installed? ---------------------------------------------------------------------------------------------
-# The stamp must name this tag, arch and layout; every pin must equal the recorded source digest; every installed
-# file must still hash to its recorded digest; an unpinned source must have been verified (pinned or verified-tls).
-# A published .sha512 is not fetched again for a tag already installed.
-stamp_matches() {
+# rel_verifies: this release's folder is recorded in the stamp with every artifact's source (each pin equal to the
+# recorded source digest, an unpinned one verified: pinned or verified-tls), the pins of runsc and the shim equal to
+# their recorded digests, and every recorded file still hashes to its digest. Then it can serve again without a
+# download (a rollback to a release still on the node). stamp_matches: it is also the current one, and the shim in
+# INSTALL_DIR is its shim. A published .sha512 is not fetched again for a release already installed.
+rel_verifies() {
     [ -f "$STAMP" ] || return 1
-    [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || return 1
+    ! grep -qx "collecting $V" "$STAMP" || return 1
     [ "$(awk '$1 == "arch" { print $2 }' "$STAMP")" = "$ARCH" ] || return 1
-    [ "$(awk '$1 == "layout" { print $2 }' "$STAMP")" = "$LAYOUT" ] || return 1
     for a in $ARTIFACTS; do
         p=$(gvz_pin "$ARCH" "$a")
-        src=$(awk -v a="$a" '$1 == "source" && $2 == a { print $3 " " $4 }' "$STAMP")
+        src=$(awk -v v="$V" -v a="$a" '$1 == "rsource" && $2 == v && $3 == a { print $4 " " $5 }' "$STAMP")
+        [ -n "$src" ] || return 1
         if [ -n "$p" ]; then
             [ "${src% *}" = "$p" ] || return 1
         else
-            # Stamps of older installers (which trusted a .sha512 fetched by wget) name no method: reinstall.
             case ${src#* } in pinned | verified-tls) ;; *) return 1 ;; esac
         fi
     done
     for f in runsc containerd-shim-runsc-v1; do
         p=$(gvz_pin "$ARCH" "$f")
-        [ -z "$p" ] || [ "$(awk -v f="$f" '$1 == "file" && $3 == f { print $2 }' "$STAMP")" = "$p" ] || return 1
+        [ -z "$p" ] || [ "$(awk -v f="$VDIR/$f" '$1 == "file" && $3 == f { print $2 }' "$STAMP")" = "$p" ] || return 1
     done
-    awk '$1 == "file" { print $2 "  " $3 }' "$STAMP" >"$GVZ_TMP/files.sha512"
-    grep -q '  runsc$' "$GVZ_TMP/files.sha512" || return 1
-    grep -q '  containerd-shim-runsc-v1$' "$GVZ_TMP/files.sha512" || return 1
-    (cd "$IDIR" && sha512sum -c -s "$GVZ_TMP/files.sha512") >/dev/null 2>&1
+    awk -v d="$VDIR/" '$1 == "file" && index($3, d) == 1 { print $2 "  " $3 }' "$STAMP" >"$GVZ_TMP/rel.sha512"
+    grep -q "  $VDIR/runsc\$" "$GVZ_TMP/rel.sha512" || return 1
+    grep -q "  $VDIR/containerd-shim-runsc-v1\$" "$GVZ_TMP/rel.sha512" || return 1
+    (cd "$IDIR" && sha512sum -c -s "$GVZ_TMP/rel.sha512") >/dev/null 2>&1
+}
+stamp_matches() {
+    [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$V" ] || return 1
+    [ "$(awk '$1 == "layout" { print $2 }' "$STAMP")" = "$LAYOUT" ] || return 1
+    _shim=$(awk -v f="$VDIR/containerd-shim-runsc-v1" '$1 == "file" && $3 == f { print $2 }' "$STAMP")
+    [ "$(awk '$1 == "file" && $3 == "containerd-shim-runsc-v1" { print $2 }' "$STAMP")" = "$_shim" ] || return 1
+    [ -f "$IDIR/containerd-shim-runsc-v1" ] && [ "$(gvz_sha512 "$IDIR/containerd-shim-runsc-v1")" = "$_shim" ]
 }
 # Not with foreign binaries to take over, nor after an install that did not finish (its record is still there: files
 # it installed that this stamp does not name would be left over).
-if [ -z "$FOREIGN" ] && [ ! -e "$INSTALLING" ] && stamp_matches; then
-    gvz_log "gVisor $GVISOR_VERSION ($ARCH, $LAYOUT) is already installed in $INSTALL_DIR and verifies; nothing to do"
-    exit 0
+REUSE=
+if [ -z "$FOREIGN" ] && [ ! -e "$INSTALLING" ] && rel_verifies; then
+    if stamp_matches; then
+        gvz_log "gVisor $V ($ARCH, $LAYOUT) is already installed in $GVZ_RELEASES/$V and verifies; nothing to do"
+        exit 0
+    fi
+    REUSE=1
 fi
 if [ -e "$INSTALLING" ]; then gvz_log "an earlier install did not finish ($GVZ_STAMP not written): installing again"; fi
 
-# --- trust: a pin, or a verifying download ---------------------------------------------------------------------------
-WAYS_OUT="pin its sha512 (gvisorgen pin, or gvisor.release.sha512.$ARCH.<artifact> in values: GVISOR_SHA512_PINS), or download it over verified TLS (an https:// base URL whose certificate chain and host name the host's curl verifies against the host's CA store or gvisor.release.caBundle: GVISOR_CA_BUNDLE)"
-UNPINNED=""
-for a in $ARTIFACTS; do
-    [ -n "$(gvz_pin "$ARCH" "$a")" ] || UNPINNED="$UNPINNED $a"
-done
-UNPINNED=${UNPINNED# }
-CURL_CACERT=""
-if [ -n "$UNPINNED" ]; then
-    case $GVISOR_BASE_URL in
-    https://*) ;;
-    *) gvz_die "refusing to install $UNPINNED from $URL: not pinned, and a plain http:// download cannot be verified; either $WAYS_OUT" ;;
-    esac
-    # shellcheck disable=SC2086 # GVZ_HXN (HOST_EXEC_NET + env PATH=HOST_PATH) is a command prefix, split on purpose
-    if ! cv=$(timeout 30 $GVZ_HXN curl --version 2>&1); then
-        gvz_die "refusing to install $UNPINNED from $URL: not pinned, and the host has no working curl to download it over verified TLS (busybox wget does not verify certificates): $(printf '%s' "$cv" | head -n 1 | head -c 200); either $WAYS_OUT"
+# --- at most KEEP_OLD_RELEASES old releases in use ------------------------------------------------------------------
+# Each costs its size on disk (runsc, the shim, sidecars: about a hundred MB) and stays until its last sandbox goes.
+# Past the bound, the new release is refused here, before any download, naming what holds the old ones: the DaemonSet's
+# rollout stops at this node (its pod is never Ready), and the node keeps serving its current release.
+used_after=$(echo "$OLD_USED" | tr ' ' '\n' | grep -vx -- "$V" | grep . | tr '\n' ' ' | sed 's/ $//' || true)
+n_after=$(echo "$used_after" | wc -w)
+if [ "$n_after" -gt "$KEEP_OLD_RELEASES" ]; then
+    gvz_die "refusing to install gVisor $V: $n_after older release(s) on this node still serve sandboxes ($used_after), more than KEEP_OLD_RELEASES=$KEEP_OLD_RELEASES (gvisor.release.keepOld); nothing was downloaded or changed, and the node keeps serving $(gvz_rel_show "${PREV:-legacy}"). Delete (or let finish) the gVisor pods started before the last bumps on this node, or raise gvisor.release.keepOld; the installer retries by itself"
+fi
+
+if [ -z "$REUSE" ]; then
+    # --- trust: a pin, or a verifying download ---------------------------------------------------------------------------
+    WAYS_OUT="pin its sha512 (gvisorgen pin, or gvisor.release.sha512.$ARCH.<artifact> in values: GVISOR_SHA512_PINS), or download it over verified TLS (an https:// base URL whose certificate chain and host name the host's curl verifies against the host's CA store or gvisor.release.caBundle: GVISOR_CA_BUNDLE)"
+    UNPINNED=""
+    for a in $ARTIFACTS; do
+        [ -n "$(gvz_pin "$ARCH" "$a")" ] || UNPINNED="$UNPINNED $a"
+    done
+    UNPINNED=${UNPINNED# }
+    CURL_CACERT=""
+    if [ -n "$UNPINNED" ]; then
+        case $GVISOR_BASE_URL in
+        https://*) ;;
+        *) gvz_die "refusing to install $UNPINNED from $URL: not pinned, and a plain http:// download cannot be verified; either $WAYS_OUT" ;;
+        esac
+        # shellcheck disable=SC2086 # GVZ_HXN (HOST_EXEC_NET + env PATH=HOST_PATH) is a command prefix, split on purpose
+        if ! cv=$(timeout 30 $GVZ_HXN curl --version 2>&1); then
+            gvz_die "refusing to install $UNPINNED from $URL: not pinned, and the host has no working curl to download it over verified TLS (busybox wget does not verify certificates): $(printf '%s' "$cv" | head -n 1 | head -c 200); either $WAYS_OUT"
+        fi
+        if [ -n "$GVISOR_CA_BUNDLE" ]; then
+            # The host's curl reads the bundle from a host path: STATE_DIR is mounted at the same path under HOST_ROOT.
+            # Public certificates only; removed on exit (those of killed runs: gvz_clean_leftovers, under the lock).
+            ca=$STATE_DIR/.gvisorgen-ca.$$.pem
+            GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $HOST_ROOT$ca"
+            printf '%s\n' "$GVISOR_CA_BUNDLE" >"$HOST_ROOT$ca" || gvz_die "cannot write the CA bundle to $ca"
+            CURL_CACERT="--cacert $ca"
+        fi
+        gvz_log "not pinned: $UNPINNED; downloading with the host's $(printf '%s' "$cv" | head -n 1 | cut -d' ' -f1-2), TLS verified against $([ -n "$CURL_CACERT" ] && echo "GVISOR_CA_BUNDLE" || echo "the host's CA store")"
     fi
-    if [ -n "$GVISOR_CA_BUNDLE" ]; then
-        # The host's curl reads the bundle from a host path: STATE_DIR is mounted at the same path under HOST_ROOT.
-        # Public certificates only; removed on exit (those of killed runs: gvz_clean_leftovers, under the lock).
-        ca=$STATE_DIR/.gvisorgen-ca.$$.pem
-        GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $HOST_ROOT$ca"
-        printf '%s\n' "$GVISOR_CA_BUNDLE" >"$HOST_ROOT$ca" || gvz_die "cannot write the CA bundle to $ca"
-        CURL_CACERT="--cacert $ca"
-    fi
-    gvz_log "not pinned: $UNPINNED; downloading with the host's $(printf '%s' "$cv" | head -n 1 | cut -d' ' -f1-2), TLS verified against $([ -n "$CURL_CACERT" ] && echo "GVISOR_CA_BUNDLE" || echo "the host's CA store")"
 fi
 
 # The install dir must be writable before anything is downloaded (GKE COS: read-only /usr/local/bin). A probe a killed
@@ -280,64 +352,68 @@ verify() {
     echo "$got $how"
 }
 
-mkdir -p "$GVZ_TMP/dl" "$GVZ_TMP/x"
-sources=""
-for a in $ARTIFACTS; do
-    if [ -n "$(gvz_pin "$ARCH" "$a")" ]; then
-        gvz_log "downloading $URL/$a (pinned: busybox wget)"
-        fetch "$URL/$a" "$GVZ_TMP/dl/$a"
-    else
-        gvz_log "downloading $URL/$a (not pinned: host curl, verified TLS)"
-        fetch "$URL/$a" "$GVZ_TMP/dl/$a" curl
-    fi
-    digest=$(verify "$a" "$GVZ_TMP/dl/$a") || exit 1
-    sources="$sources
-source $a $digest"
-done
-
-# --- stage the files to install -------------------------------------------------------------------------------------
-stage=$GVZ_TMP/x
-if [ "$LAYOUT" = archive ]; then
-    tar -tjf "$GVZ_TMP/dl/gvisor.tar.bz2" >"$GVZ_TMP/list" 2>"$GVZ_TMP/tar.err" || gvz_die "gvisor.tar.bz2 is not a readable bzip2 tar: $(head -c 300 "$GVZ_TMP/tar.err")"
-    # busybox tar strips leading '/' and '../' (and says so): refuse such an archive instead of trusting the repair.
-    if grep -qE '^/|(^|/)\.\.(/|$)' "$GVZ_TMP/list" || grep -qi 'removing leading' "$GVZ_TMP/tar.err"; then
-        gvz_die "gvisor.tar.bz2 holds absolute or '..' paths; refusing to unpack it"
-    fi
-    tar -xjf "$GVZ_TMP/dl/gvisor.tar.bz2" -C "$GVZ_TMP/x" || gvz_die "cannot unpack gvisor.tar.bz2"
-    if [ ! -f "$stage/runsc" ]; then
-        stage=$(find "$GVZ_TMP/x" -mindepth 2 -maxdepth 2 -type f -name runsc | head -n 1)
-        [ -n "$stage" ] || gvz_die "gvisor.tar.bz2 holds no runsc"
-        stage=${stage%/runsc}
-    fi
-    [ -f "$stage/containerd-shim-runsc-v1" ] || gvz_die "gvisor.tar.bz2 holds no containerd-shim-runsc-v1 next to runsc"
-    [ -d "$stage/gvisor-bin" ] || gvz_die "gvisor.tar.bz2 holds no gvisor-bin/ next to runsc"
-    if find "$stage/gvisor-bin" ! -type f ! -type d | grep -q .; then
-        gvz_die "gvisor.tar.bz2's gvisor-bin/ holds something other than files and folders; refusing"
-    fi
-    # runsc boots each sandbox with gvisor-bin/gvisor_sentry when it finds it next to itself; without it, runsc falls
-    # back to booting with itself, which runsc deprecates (STRICT by default after 2026-09, no fallback after 2026-10).
-    # Under sidecar-usage-policy STRICT that runsc would refuse every sandbox: refuse the release instead.
-    if [ ! -f "$stage/gvisor-bin/gvisor_sentry" ]; then
-        if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -qE '^[[:space:]]*sidecar-usage-policy[[:space:]]*=[[:space:]]*"?STRICT"?[[:space:]]*$'; then
-            gvz_die "gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry, and runsc.toml sets sidecar-usage-policy = STRICT: runsc would refuse to boot every sandbox; nothing was installed. Use a release that ships its sidecars, or drop the STRICT setting (gvisor.runsc.config)"
+if [ -z "$REUSE" ]; then
+    mkdir -p "$GVZ_TMP/dl" "$GVZ_TMP/x"
+    sources=""
+    for a in $ARTIFACTS; do
+        if [ -n "$(gvz_pin "$ARCH" "$a")" ]; then
+            gvz_log "downloading $URL/$a (pinned: busybox wget)"
+            fetch "$URL/$a" "$GVZ_TMP/dl/$a"
+        else
+            gvz_log "downloading $URL/$a (not pinned: host curl, verified TLS)"
+            fetch "$URL/$a" "$GVZ_TMP/dl/$a" curl
         fi
-        gvz_log "WARNING: gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry: runsc will boot sandboxes with itself, a fallback runsc deprecates (it stops working after 2026-10)"
-    fi
-else
-    cp "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/"
-fi
-# Pins for the binaries themselves also hold for the ones inside an archive.
-if [ "$LAYOUT" = archive ]; then
-    for f in runsc containerd-shim-runsc-v1; do
-        p=$(gvz_pin "$ARCH" "$f")
-        [ -z "$p" ] || [ "$(gvz_sha512 "$stage/$f")" = "$p" ] || gvz_die "sha512 mismatch for $f inside gvisor.tar.bz2 against the pinned digest of $ARCH/$f"
+        digest=$(verify "$a" "$GVZ_TMP/dl/$a") || exit 1
+        sources="$sources
+    source $a $digest"
     done
-fi
-[ -s "$stage/runsc" ] || gvz_die "runsc is empty"
-[ -s "$stage/containerd-shim-runsc-v1" ] || gvz_die "containerd-shim-runsc-v1 is empty"
 
-# Helpers first, then the shim, runsc last: a sandbox started meanwhile never sees a runsc without its helpers.
-(cd "$stage" && { [ ! -d gvisor-bin ] || find gvisor-bin -type f | sort; } && echo containerd-shim-runsc-v1 && echo runsc) >"$GVZ_TMP/install.list"
+    # --- stage the files to install -------------------------------------------------------------------------------------
+    stage=$GVZ_TMP/x
+    if [ "$LAYOUT" = archive ]; then
+        tar -tjf "$GVZ_TMP/dl/gvisor.tar.bz2" >"$GVZ_TMP/list" 2>"$GVZ_TMP/tar.err" || gvz_die "gvisor.tar.bz2 is not a readable bzip2 tar: $(head -c 300 "$GVZ_TMP/tar.err")"
+        # busybox tar strips leading '/' and '../' (and says so): refuse such an archive instead of trusting the repair.
+        if grep -qE '^/|(^|/)\.\.(/|$)' "$GVZ_TMP/list" || grep -qi 'removing leading' "$GVZ_TMP/tar.err"; then
+            gvz_die "gvisor.tar.bz2 holds absolute or '..' paths; refusing to unpack it"
+        fi
+        tar -xjf "$GVZ_TMP/dl/gvisor.tar.bz2" -C "$GVZ_TMP/x" || gvz_die "cannot unpack gvisor.tar.bz2"
+        if [ ! -f "$stage/runsc" ]; then
+            stage=$(find "$GVZ_TMP/x" -mindepth 2 -maxdepth 2 -type f -name runsc | head -n 1)
+            [ -n "$stage" ] || gvz_die "gvisor.tar.bz2 holds no runsc"
+            stage=${stage%/runsc}
+        fi
+        [ -f "$stage/containerd-shim-runsc-v1" ] || gvz_die "gvisor.tar.bz2 holds no containerd-shim-runsc-v1 next to runsc"
+        [ -d "$stage/gvisor-bin" ] || gvz_die "gvisor.tar.bz2 holds no gvisor-bin/ next to runsc"
+        if find "$stage/gvisor-bin" ! -type f ! -type d | grep -q .; then
+            gvz_die "gvisor.tar.bz2's gvisor-bin/ holds something other than files and folders; refusing"
+        fi
+        # runsc boots each sandbox with gvisor-bin/gvisor_sentry when it finds it next to itself; without it, runsc falls
+        # back to booting with itself, which runsc deprecates (STRICT by default after 2026-09, no fallback after 2026-10).
+        # Under sidecar-usage-policy STRICT that runsc would refuse every sandbox: refuse the release instead.
+        if [ ! -f "$stage/gvisor-bin/gvisor_sentry" ]; then
+            if printf '%s\n' "$RUNSC_CONFIG_TOML" | grep -qE '^[[:space:]]*sidecar-usage-policy[[:space:]]*=[[:space:]]*"?STRICT"?[[:space:]]*$'; then
+                gvz_die "gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry, and runsc.toml sets sidecar-usage-policy = STRICT: runsc would refuse to boot every sandbox; nothing was installed. Use a release that ships its sidecars, or drop the STRICT setting (gvisor.runsc.config)"
+            fi
+            gvz_log "WARNING: gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry: runsc will boot sandboxes with itself, a fallback runsc deprecates (it stops working after 2026-10)"
+        fi
+    else
+        cp "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/"
+    fi
+    # Pins for the binaries themselves also hold for the ones inside an archive.
+    if [ "$LAYOUT" = archive ]; then
+        for f in runsc containerd-shim-runsc-v1; do
+            p=$(gvz_pin "$ARCH" "$f")
+            [ -z "$p" ] || [ "$(gvz_sha512 "$stage/$f")" = "$p" ] || gvz_die "sha512 mismatch for $f inside gvisor.tar.bz2 against the pinned digest of $ARCH/$f"
+        done
+    fi
+    [ -s "$stage/runsc" ] || gvz_die "runsc is empty"
+    [ -s "$stage/containerd-shim-runsc-v1" ] || gvz_die "containerd-shim-runsc-v1 is empty"
+fi
+
+# The release's files, helpers first (the order of its install record).
+if [ -z "$REUSE" ]; then
+    (cd "$stage" && { [ ! -d gvisor-bin ] || find gvisor-bin -type f | sort; } && echo containerd-shim-runsc-v1 && echo runsc) >"$GVZ_TMP/install.list"
+fi
 
 # --- take a foreign install over (ADOPT_FOREIGN_RUNSC=true) ---------------------------------------------------------
 # Only now, with the release verified and staged: a failed download leaves the node untouched. The aside folder is
@@ -368,38 +444,70 @@ take_over() {
 }
 if [ -n "$FOREIGN" ]; then take_over; fi
 
-# --- install, atomically per file -----------------------------------------------------------------------------------
-files=""
-while IFS= read -r f; do
+# --- install: the release's folder, then the shim, then the stamp ----------------------------------------------------
+# The folder is filled under a temp name and renamed into place whole: a sandbox never meets half a release. A folder
+# of this release already there (an install killed before its stamp, or one whose files no longer verify) is renamed
+# aside first and removed after. The shim in INSTALL_DIR (where containerd finds it) is then replaced by rename: shims
+# already running keep theirs, new containers start this one. runsc.toml, which names the release's runsc, is
+# configure-containerd's to switch; until then new sandboxes still get the previous release, which this run kept.
+if [ -z "$REUSE" ]; then
+    if [ ! -d "$REL" ]; then
+        mkdir -m 0755 "$REL" 2>/dev/null || [ -d "$REL" ] || gvz_die "cannot create $GVZ_RELEASES"
+        [ ! -L "$REL" ] || gvz_die "$GVZ_RELEASES became a symlink; nothing was installed"
+    fi
+    files=""
+    while IFS= read -r f; do
+        files="$files
+file $(gvz_sha512 "$stage/$f") $VDIR/$f"
+    done <"$GVZ_TMP/install.list"
     files="$files
-file $(gvz_sha512 "$stage/$f") $f"
-done <"$GVZ_TMP/install.list"
-# What this run installs, before the first file: see INSTALLING above.
-{
-    echo "# gvisorgen: what install-runsc is installing into $INSTALL_DIR (removed once the stamp is written). Do not edit."
-    printf '%s\n' "$files" | sed '/^$/d'
-} | gvz_atomic_write "$INSTALLING" 0644 || gvz_die "cannot write $INSTALL_DIR/.gvisorgen-runsc.installing"
-while IFS= read -r f; do
-    case $f in */*) mkdir -p "$IDIR/${f%/*}" || gvz_die "cannot create $INSTALL_DIR/${f%/*}" ;; esac
-    gvz_atomic_copy "$stage/$f" "$IDIR/$f" 0755 || gvz_die "cannot install $INSTALL_DIR/$f"
-done <"$GVZ_TMP/install.list"
-
-# gvisor-bin files that an older install (or one that did not finish) left and this release no longer has.
-grep '^gvisor-bin/' "$OURS" | while IFS= read -r old; do
-    grep -qxF "$old" "$GVZ_TMP/install.list" || rm -f "$IDIR/$old"
-done
-if [ "$LAYOUT" = binaries ] && [ -d "$IDIR/gvisor-bin" ] && grep -q '^gvisor-bin/' "$OURS"; then
-    rmdir "$IDIR/gvisor-bin" 2>/dev/null || true
+file $(gvz_sha512 "$stage/containerd-shim-runsc-v1") containerd-shim-runsc-v1"
+    # What this run installs, before the first file: see INSTALLING above.
+    {
+        echo "# gvisorgen: what install-runsc is installing into $INSTALL_DIR (removed once the stamp is written). Do not edit."
+        printf '%s\n' "$files" | sed '/^$/d'
+    } | gvz_atomic_write "$INSTALLING" 0644 || gvz_die "cannot write $INSTALL_DIR/.gvisorgen-runsc.installing"
+    new=$REL/.$V.new.$$
+    GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $new"
+    mkdir -m 0755 "$new" || gvz_die "cannot create $GVZ_RELEASES/.$V.new.$$"
+    while IFS= read -r f; do
+        case $f in */*) mkdir -p "$new/${f%/*}" || gvz_die "cannot create $GVZ_RELEASES/.$V.new.$$/${f%/*}" ;; esac
+        { cp "$stage/$f" "$new/$f" && chmod 0755 "$new/$f"; } || gvz_die "cannot write $GVZ_RELEASES/.$V.new.$$/$f"
+    done <"$GVZ_TMP/install.list"
+    old=""
+    if [ -d "$REL/$V" ]; then
+        old=$REL/.$V.old.$$
+        mv "$REL/$V" "$old" || gvz_die "cannot move the earlier $GVZ_RELEASES/$V aside"
+    fi
+    if ! mv "$new" "$REL/$V" || [ -e "$REL/$V/${new##*/}" ]; then
+        [ -z "$old" ] || [ -e "$REL/$V" ] || mv "$old" "$REL/$V" || true
+        gvz_die "cannot rename the new release into $GVZ_RELEASES/$V"
+    fi
+    [ -z "$old" ] || rm -rf "$old"
+    rsources=$(printf '%s\n' "$sources" | sed '/^$/d' | awk -v v="$V" '{ print "rsource", v, $2, $3, $4 }')
+else
+    gvz_log "gVisor $V is still on this node in $GVZ_RELEASES/$V and verifies: switching back to it, no download"
+    files=$(awk -v d="$VDIR/" '$1 == "file" && index($3, d) == 1' "$STAMP")
+    files="$files
+file $(awk -v f="$VDIR/containerd-shim-runsc-v1" '$1 == "file" && $3 == f { print $2 }' "$STAMP") containerd-shim-runsc-v1"
+    rsources=$(awk -v v="$V" '$1 == "rsource" && $2 == v' "$STAMP")
 fi
+gvz_atomic_copy "$REL/$V/containerd-shim-runsc-v1" "$IDIR/containerd-shim-runsc-v1" 0755 || gvz_die "cannot install $INSTALL_DIR/containerd-shim-runsc-v1"
 
+# The stamp: this release first (version, arch, layout, sources, files), then every other release kept, as recorded.
 {
     echo "# gvisorgen: what is installed in $INSTALL_DIR (written last by install-runsc). Do not edit."
-    echo "version $GVISOR_VERSION"
+    echo "version $V"
     echo "arch $ARCH"
     echo "layout $LAYOUT"
-    printf '%s\n' "$sources" | sed '/^$/d'
+    printf '%s\n' "$rsources" | awk 'NF { print "source", $3, $4, $5 }'
     printf '%s\n' "$files" | sed '/^$/d'
+    printf '%s\n' "$rsources" | sed '/^$/d'
+    if [ -f "$STAMP" ]; then
+        gvz_stamp_without "$STAMP" "$V" | awk '($1 == "file" && $3 != "containerd-shim-runsc-v1") || $1 == "rsource" || $1 == "collecting"'
+    fi
 } | gvz_atomic_write "$STAMP" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
 rm -f "$INSTALLING"
 
-gvz_log "installed gVisor $GVISOR_VERSION ($ARCH, $LAYOUT) into $INSTALL_DIR: runsc $(awk '$1 == "file" && $3 == "runsc" { print substr($2, 1, 16) }' "$STAMP")..."
+kept=$(gvz_rel_list "$STAMP" | grep -vx -- "$V" | tr '\n' ' ' | sed 's/ $//')
+gvz_log "installed gVisor $V ($ARCH, $LAYOUT) into $GVZ_RELEASES/$V: runsc $(awk -v f="$VDIR/runsc" '$1 == "file" && $3 == f { print substr($2, 1, 16) }' "$STAMP")...${kept:+; older releases kept until their sandboxes are gone: $kept}"

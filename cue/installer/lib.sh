@@ -74,6 +74,7 @@ gvz_load_env() {
     DOWNLOAD_RETRIES=${DOWNLOAD_RETRIES:-3}
     RESTART_TIMEOUT_SECONDS=${RESTART_TIMEOUT_SECONDS:-60}
     LOCK_TIMEOUT_SECONDS=${LOCK_TIMEOUT_SECONDS:-300}
+    KEEP_OLD_RELEASES=${KEEP_OLD_RELEASES:-3}
 
     case $HOST_ROOT in '' | /*) ;; *) gvz_die "HOST_ROOT must be an absolute path, got '$HOST_ROOT'" ;; esac
     case $GVISOR_MODE in install | uninstall) ;; *) gvz_die "GVISOR_MODE must be install or uninstall, got '$GVISOR_MODE'" ;; esac
@@ -85,6 +86,9 @@ gvz_load_env() {
     gvz_check_path CONTAINERD_CONFIG "$CONTAINERD_CONFIG"
     gvz_check_path RUNSC_CONFIG "$RUNSC_CONFIG"
     gvz_check_path STATE_DIR "$STATE_DIR"
+    if ! gvz_is_uint "$KEEP_OLD_RELEASES" || [ "$KEEP_OLD_RELEASES" -gt 20 ]; then
+        gvz_die "KEEP_OLD_RELEASES must be an integer from 0 to 20, got '$KEEP_OLD_RELEASES'"
+    fi
     for _v in DOWNLOAD_TIMEOUT_SECONDS DOWNLOAD_RETRIES RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS; do
         eval "_x=\$$_v"
         # shellcheck disable=SC2154 # _x is set by the eval above
@@ -117,6 +121,13 @@ gvz_load_env() {
     GVZ_HXN="$HOST_EXEC_NET env PATH=$HOST_PATH"
 
     GVZ_STAMP=$INSTALL_DIR/.gvisorgen-runsc.stamp
+    # Each release in its own folder (runsc, the shim, gvisor-bin/), and its own runsc state root (runsc.toml's root;
+    # the shim adds /<containerd namespace>): a sandbox keeps the runsc that created it, and that runsc alone knows it.
+    GVZ_RELEASES_NAME=gvisor-releases
+    GVZ_RELEASES=$INSTALL_DIR/$GVZ_RELEASES_NAME
+    GVZ_RUNSC_ROOTS=$STATE_DIR/runsc
+    # The state root of the shim's default, which an unversioned install (gvisorgen before versioned releases) used.
+    GVZ_LEGACY_ROOT=/run/containerd/runsc
     GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied
     GVZ_BACKUP=$CONTAINERD_CONFIG.gvisorgen-backup
     # Left in runsc.toml's folder when gvisorgen created that folder: uninstall removes a folder only if it is there.
@@ -880,6 +891,9 @@ gvz_unlock() {
 #                                       folder, RUNSC_CONFIG's folder, STATE_DIR), or the staging folder of RUNSC_CONFIG's
 #                                       folder (holding only .gvisorgen-created)
 #   INSTALL_DIR/.gvisorgen-probe.<pid>  the writability probe
+#   INSTALL_DIR/gvisor-releases/.<version>.new.<pid>  a release's folder being filled, before its rename
+#   INSTALL_DIR/gvisor-releases/.<version>.old.<pid>  a release's folder renamed aside for its replacement (put back
+#                                       when the replacement is not there)
 #   INSTALL_DIR/.gvisorgen-foreign.new.<pid>  the aside folder of a takeover of foreign binaries, before its rename
 #   STATE_DIR/.gvisorgen-ca.<pid>.pem   the CA bundle for the host's curl
 #   STATE_DIR/.lock.new.<pid>           the staging folder of a lock (holding only its holder file)
@@ -938,6 +952,22 @@ gvz_clean_leftovers() {
         for _gvz_f in "$_gvz_d"/.gvisorgen-probe.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}"; done
         # the aside folder of a takeover killed before it was renamed into place holds its manifest only
         for _gvz_f in "$_gvz_d"/.gvisorgen-foreign.new.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" manifest; done
+        # a release being filled (.<version>.new.<pid>: removed whole), or one renamed aside to be replaced
+        # (.<version>.old.<pid>: put back when the replacement never arrived, else removed)
+        if [ -d "$_gvz_d/$GVZ_RELEASES_NAME" ] && [ ! -L "$_gvz_d/$GVZ_RELEASES_NAME" ]; then
+            for _gvz_f in "$_gvz_d/$GVZ_RELEASES_NAME"/.*.new.*; do gvz_sweep "$_gvz_f" "${_gvz_f##*.}" "*"; done
+            for _gvz_f in "$_gvz_d/$GVZ_RELEASES_NAME"/.*.old.*; do
+                if [ ! -d "$_gvz_f" ] || [ -L "$_gvz_f" ]; then continue; fi
+                ! gvz_pid_runs_script "${_gvz_f##*.}" || continue
+                _gvz_p=${_gvz_f##*/.}
+                _gvz_p=${_gvz_f%/*}/${_gvz_p%.old.*}
+                if [ ! -e "$_gvz_p" ] && mv "$_gvz_f" "$_gvz_p"; then
+                    gvz_log "put ${_gvz_p#"$HOST_ROOT"} back: an earlier run was killed while replacing it"
+                else
+                    gvz_sweep "$_gvz_f" "${_gvz_f##*.}" "*"
+                fi
+            done
+        fi
         if [ -d "$_gvz_d/gvisor-bin" ] && [ ! -L "$_gvz_d/gvisor-bin" ]; then
             find "$_gvz_d/gvisor-bin" -type f -name '.?*.gvisorgen-tmp.*' | while IFS= read -r _gvz_f; do
                 gvz_sweep "$_gvz_f" "${_gvz_f##*.}"

@@ -45,10 +45,13 @@ if [ "$GVISOR_MODE" = install ]; then
     [ -f "$STAMP" ] || not_ready "no stamp $GVZ_STAMP: gVisor is not installed"
     [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || not_ready "the stamp does not name $GVISOR_VERSION"
     [ "$(awk '$1 == "arch" { print $2 }' "$STAMP")" = "$arch" ] || not_ready "the stamp does not name $arch"
-    for f in runsc containerd-shim-runsc-v1 $(awk '$1 == "file" { print $3 }' "$STAMP"); do
+    # The current release's files and the shim in INSTALL_DIR; older releases kept for their sandboxes are not the gate's.
+    cur=$GVZ_RELEASES_NAME/$GVISOR_VERSION
+    files=$(awk -v d="$cur/" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1") { print $2, $3 }' "$STAMP")
+    for f in "$cur/runsc" "$cur/containerd-shim-runsc-v1" containerd-shim-runsc-v1 $(printf '%s\n' "$files" | awk '{ print $2 }'); do
         if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
     done
-    awk '$1 == "file" { print $2, $3 }' "$STAMP" | while read -r sum f; do
+    printf '%s\n' "$files" | while read -r sum f; do
         [ "$(gvz_sha512 "$IDIR/$f")" = "$sum" ] || not_ready "$INSTALL_DIR/$f no longer has the sha512 the stamp records (changed since install-runsc verified it)"
     done
     [ -f "$CFG" ] || not_ready "no $CONTAINERD_CONFIG"

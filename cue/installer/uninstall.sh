@@ -26,6 +26,8 @@ set -eu
 GVZ_NAME=uninstall-runsc
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=releases.sh
+. "${GVISORGEN_SCRIPTS:-/gvisorgen}/releases.sh"
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS ls rmdir
 gvz_load_env
@@ -212,8 +214,23 @@ if [ -f "$STAMP" ] || [ -f "$INSTALLING" ]; then
         rm -f "$IDIR/$f"
     done
     rmdir "$IDIR/gvisor-bin" 2>/dev/null || true
+    # Every release's folder, emptied above (only empty folders go: anything else in them is not gvisorgen's), and
+    # each one's runsc state root (no container is left in any: checked above).
+    cat "$STAMP" "$INSTALLING" >"$T/ours" 2>/dev/null || true
+    for r in $(gvz_rel_list "$T/ours"); do
+        [ "$r" != legacy ] || continue
+        case $r in */* | .* | '') continue ;; esac
+        if [ -d "$IDIR/$GVZ_RELEASES_NAME/$r" ] && [ ! -L "$IDIR/$GVZ_RELEASES_NAME/$r" ]; then
+            find "$IDIR/$GVZ_RELEASES_NAME/$r" -depth -type d | while IFS= read -r d; do rmdir "$d" 2>/dev/null || true; done
+            [ ! -d "$IDIR/$GVZ_RELEASES_NAME/$r" ] || gvz_log "$GVZ_RELEASES/$r holds files gvisorgen did not install; left in place"
+        fi
+        gvz_rel_rmroot "$r"
+    done
+    if [ -d "$IDIR/$GVZ_RELEASES_NAME" ] && [ ! -L "$IDIR/$GVZ_RELEASES_NAME" ]; then
+        rmdir "$IDIR/$GVZ_RELEASES_NAME" 2>/dev/null || gvz_log "$GVZ_RELEASES holds files gvisorgen did not install; left in place"
+    fi
     rm -f "$STAMP" "$INSTALLING"
-    gvz_log "removed runsc, containerd-shim-runsc-v1 and the stamp from $INSTALL_DIR"
+    gvz_log "removed gVisor (every release, containerd-shim-runsc-v1) and the stamp from $INSTALL_DIR"
 else
     gvz_log "no gvisorgen stamp in $INSTALL_DIR: no binaries of gvisorgen's to remove"
 fi

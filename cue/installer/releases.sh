@@ -1,0 +1,146 @@
+#!/bin/sh
+# releases.sh: gVisor releases side by side, sourced after lib.sh by install-runsc.sh and uninstall.sh.
+#
+# Each release lives in INSTALL_DIR/gvisor-releases/<version>/ (runsc, containerd-shim-runsc-v1, gvisor-bin/), and
+# runsc.toml names the current one's runsc (binary_name) and its own state root (root = STATE_DIR/runsc/<version>).
+# The shim reads runsc.toml when it creates a container and keeps both for that container's life (it saves them in the
+# bundle's state.json for its cleanup too), so a sandbox keeps the runsc that created it across a bump or a rollback,
+# and only that runsc ever sees its state. "legacy" is an unversioned install (gvisorgen before versioned releases:
+# runsc and gvisor-bin/ directly in INSTALL_DIR, state under /run/containerd/runsc, runsc found by name or by
+# INSTALL_DIR/runsc): kept, like an old release, until no sandbox uses it.
+#
+# The stamp records every release present: "file <sha512> <path>" for each of its files (paths relative to
+# INSTALL_DIR), "rsource <version> <artifact> <sha512> <how>" for what it was installed from, and "collecting
+# <release>" while one is being removed (a run killed then finishes the job next time: it was judged unused, and
+# nothing names it any more).
+
+# gvz_rel_list STAMP : the releases the stamp records, one per line ("<version>" or "legacy"), sorted.
+gvz_rel_list() {
+    [ -f "$1" ] || return 0
+    awk -v d="$GVZ_RELEASES_NAME" '
+        $1 == "file" && index($3, d "/") == 1 { split($3, p, "/"); print p[2]; next }
+        $1 == "file" && ($3 == "runsc" || index($3, "gvisor-bin/") == 1) { print "legacy" }
+        $1 == "collecting" { print $2 }' "$1" | sort -u
+}
+
+# gvz_rel_files STAMP RELEASE : the paths (relative to INSTALL_DIR) of RELEASE's files in the stamp.
+gvz_rel_files() {
+    awk -v d="$GVZ_RELEASES_NAME/$2/" -v r="$2" '
+        $1 != "file" { next }
+        r == "legacy" && ($3 == "runsc" || index($3, "gvisor-bin/") == 1) { print $3; next }
+        r != "legacy" && index($3, d) == 1 { print $3 }' "$1"
+}
+
+# gvz_rel_bin RELEASE / gvz_rel_root RELEASE : the host paths of RELEASE's runsc and of its state root.
+gvz_rel_bin() {
+    if [ "$1" = legacy ]; then echo "$INSTALL_DIR/runsc"; else echo "$GVZ_RELEASES/$1/runsc"; fi
+}
+gvz_rel_root() {
+    if [ "$1" = legacy ]; then echo "$GVZ_LEGACY_ROOT"; else echo "$GVZ_RUNSC_ROOTS/$1"; fi
+}
+
+# gvz_rel_named_by_toml : the release runsc.toml (RUNSC_CONFIG) names: its binary_name's folder under gvisor-releases,
+# "legacy" when it names INSTALL_DIR/runsc or none (the shim then runs "runsc" from PATH), nothing for another runsc.
+gvz_rel_named_by_toml() {
+    [ -f "$HOST_ROOT$RUNSC_CONFIG" ] || return 0
+    _gvz_b=$(sed -n 's/^[[:space:]]*binary_name[[:space:]]*=[[:space:]]*"\(.*\)"[[:space:]]*$/\1/p' "$HOST_ROOT$RUNSC_CONFIG" | head -n 1)
+    case $_gvz_b in
+    "" | "$INSTALL_DIR/runsc" | runsc) echo legacy ;;
+    "$GVZ_RELEASES"/*/runsc)
+        _gvz_b=${_gvz_b#"$GVZ_RELEASES"/}
+        case ${_gvz_b%/runsc} in */* | '') ;; *) echo "${_gvz_b%/runsc}" ;; esac
+        ;;
+    esac
+}
+
+# gvz_rel_users RELEASE : what still uses RELEASE on this host, asked of the host itself: the containers its runsc knows
+# in its state root (one `runsc --root <root>/<namespace> list` per containerd namespace there: running and stopped
+# ones alike, since a stopped container's cleanup runs that runsc again), and the processes running one of its files
+# (the sandbox, its gofer and sidecars). One line each; status 0 when something uses it or when it cannot be told (a
+# list that fails, a missing runsc with state left: then a line says so and the release is kept), 1 when provably unused.
+gvz_rel_users() {
+    _gvz_bin=$(gvz_rel_bin "$1")
+    _gvz_root=$(gvz_rel_root "$1")
+    if [ "$1" = legacy ]; then _gvz_pre="$INSTALL_DIR/runsc $INSTALL_DIR/gvisor-bin/"; else _gvz_pre="$GVZ_RELEASES/$1/"; fi
+    # One host command: the processes' executables (host paths, from PID 1's mount namespace), then each namespace's list.
+    # shellcheck disable=SC2016,SC2086 # expanded by the host shell; GVZ_HX and the prefixes are split on purpose
+    _gvz_out=$(timeout 120 $GVZ_HX sh -c '
+        bin=$1 root=$2; shift 2
+        for p in /proc/[0-9]*; do
+            e=$(readlink "$p/exe" 2>/dev/null) || continue
+            for pre; do
+                hit=
+                case $pre in
+                */) case $e in "$pre"*) hit=1 ;; esac ;;
+                *) case $e in "$pre" | "$pre (deleted)") hit=1 ;; esac ;;
+                esac
+                if [ -n "$hit" ]; then echo "process ${p#/proc/} runs $e"; break; fi
+            done
+        done
+        [ -d "$root" ] || exit 0
+        for d in "$root"/*/; do
+            [ -d "$d" ] || continue
+            d=${d%/}
+            if [ ! -x "$bin" ]; then echo "unknown: $d holds runsc state and $bin is gone"; exit 3; fi
+            if ! ids=$(timeout 30 "$bin" --root "$d" list -quiet 2>&1); then
+                echo "unknown: $bin --root $d list failed: $(printf "%s" "$ids" | head -n 1 | cut -c1-200)"; exit 3
+            fi
+            for i in $ids; do echo "container ${d##*/}/$i"; done
+        done' sh "$_gvz_bin" "$_gvz_root" $_gvz_pre 2>&1) || {
+        printf '%s\n' "${_gvz_out:-unknown: could not ask the host what uses $1}"
+        return 0
+    }
+    [ -n "$_gvz_out" ] || return 1
+    printf '%s\n' "$_gvz_out"
+}
+
+# gvz_rel_show RELEASE : how logs name a release.
+gvz_rel_show() {
+    if [ "$1" = legacy ]; then echo "the unversioned install (runsc in $INSTALL_DIR)"; else echo "$GVZ_RELEASES/$1"; fi
+}
+
+# gvz_stamp_without STAMP RELEASE... : the stamp's lines but those of the RELEASEs (their files, sources, marks).
+gvz_stamp_without() {
+    _gvz_s=$1
+    shift
+    awk -v d="$GVZ_RELEASES_NAME" -v rs=" $* " '
+        function gone(r) { return index(rs, " " r " ") > 0 }
+        $1 == "file" && index($3, d "/") == 1 { split($3, p, "/"); if (gone(p[2])) next }
+        $1 == "file" && ($3 == "runsc" || index($3, "gvisor-bin/") == 1) && gone("legacy") { next }
+        ($1 == "rsource" || $1 == "collecting") && gone($2) { next }
+        { print }' "$_gvz_s"
+}
+
+# gvz_rel_collect STAMP RELEASE : remove RELEASE (judged unused by the caller): first marked "collecting" in the stamp,
+# then its files and empty folders, its empty state root, then its lines. Nothing outside what the stamp names.
+gvz_rel_collect() {
+    if ! grep -qx "collecting $2" "$1"; then
+        { cat "$1"; echo "collecting $2"; } | gvz_atomic_write "$1" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
+    fi
+    gvz_rel_files "$1" "$2" | while IFS= read -r _gvz_f; do
+        rm -f "$HOST_ROOT$INSTALL_DIR/$_gvz_f"
+    done
+    if [ "$2" = legacy ]; then
+        _gvz_d=$HOST_ROOT$INSTALL_DIR/gvisor-bin
+    else
+        _gvz_d=$HOST_ROOT$GVZ_RELEASES/$2
+    fi
+    if [ -d "$_gvz_d" ] && [ ! -L "$_gvz_d" ]; then
+        # only empty folders: anything left in them is not gvisorgen's
+        find "$_gvz_d" -depth -type d | while IFS= read -r _gvz_e; do rmdir "$_gvz_e" 2>/dev/null || true; done
+        [ ! -d "$_gvz_d" ] || gvz_log "WARNING: ${_gvz_d#"$HOST_ROOT"} holds files gvisorgen did not install; left in place"
+    fi
+    gvz_rel_rmroot "$2"
+    gvz_stamp_without "$1" "$2" | gvz_atomic_write "$1" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
+}
+
+# gvz_rel_rmroot RELEASE : remove RELEASE's state root under STATE_DIR/runsc when only empty folders are left in it
+# (runsc leaves a folder per containerd namespace). The legacy root is the shim's default: never touched.
+gvz_rel_rmroot() {
+    [ "$1" != legacy ] || return 0
+    _gvz_r=$HOST_ROOT$GVZ_RUNSC_ROOTS/$1
+    if [ -d "$_gvz_r" ] && [ ! -L "$_gvz_r" ]; then
+        find "$_gvz_r" -depth -type d | while IFS= read -r _gvz_e; do rmdir "$_gvz_e" 2>/dev/null || true; done
+    fi
+    rmdir "$HOST_ROOT$GVZ_RUNSC_ROOTS" 2>/dev/null || true
+}
