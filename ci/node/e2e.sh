@@ -40,7 +40,8 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	# "containerd installdir config tag": the fifth run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
 	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
 	runs=("16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905"
-		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905")
+		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905"
+		"24 upgrade 24 20260905" "17 upgrade 17 20260905")
 	ws=() pids=()
 	for i in "${!runs[@]}"; do
 		# shellcheck disable=SC2086 # "containerd mode config tag", split on purpose
@@ -94,7 +95,7 @@ mount -t proc proc /proc
 ip link set lo up
 mount -t tmpfs tmpfs /run
 mkdir -p "$H/usr/local/bin" "$H/home/kubernetes/bin" "$H/usr/local/sbin" "$H/etc/containerd/conf.d" "$H/etc/cni/net.d" "$H/run/gvisorgen" "$R/podlogs" \
-	"$W/serve/release/20240212/x86_64" "$W/serve/release/20260905/x86_64" "$R/runsc" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
+	"$W/serve/release/20240212/x86_64" "$W/serve/release/20260905/x86_64" "$W/serve/release/20221219/x86_64" "$R/runsc" "$C/bin" "$C/proc" "$C/dev" "$C/host" "$C/gvisorgen" "$C/tmp" "$W/img"
 
 # the releases: 20240212 (binaries layout) = the current runsc + the 2022 shim; 20260905 (archive layout) = the
 # current runsc and shim with gvisor-bin/gvisor_sentry (ci/gvisor/build.sh)
@@ -104,6 +105,11 @@ cp "$E2E/shim-20221203/shim" "$B/containerd-shim-runsc-v1"
 cp "$G.tar.bz2" "$A/gvisor.tar.bz2"
 (cd "$B" && sha512sum runsc >runsc.sha512 && sha512sum containerd-shim-runsc-v1 >containerd-shim-runsc-v1.sha512)
 (cd "$A" && sha512sum gvisor.tar.bz2 >gvisor.tar.bz2.sha512)
+# 20221219 (binaries layout): Debian's runsc of that release and the 2022 shim, the upgrade run's old release
+D=$W/serve/release/20221219/x86_64
+cp /usr/bin/runsc "$D/runsc"
+cp "$E2E/shim-20221203/shim" "$D/containerd-shim-runsc-v1"
+(cd "$D" && sha512sum runsc >runsc.sha512 && sha512sum containerd-shim-runsc-v1 >containerd-shim-runsc-v1.sha512)
 # served unpinned over https on the node's own 127.0.0.1 (openssl s_server, a test CA): the installer must fetch it
 # with the host's curl, through HOST_EXEC_NET, since the init containers have a network namespace of their own.
 (
@@ -176,7 +182,7 @@ cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
 RUNSC_TOML=$(printf 'debug = "true"\ndebug-log = "%s/runsc/"' "$R")
 # the floor the generator renders for these tags (cue/compat.cue; TestContainerdFloorAgrees holds the two equal)
 FLOOR=""
-[ "$TAG" = 20240212 ] || FLOOR=1.7.0
+case $TAG in 20240212 | 20221219) ;; *) FLOOR=1.7.0 ;; esac
 runinit() { # SCRIPT [VAR=VALUE...]
 	local s=$1
 	shift
@@ -200,6 +206,11 @@ if [ "$MODE" = refused ]; then
 	cmp -s "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config changed"; exit 1; }
 	[ "$(grep -c restart "$R/systemctl.log" || true)" = 0 ] || { say "FAIL: containerd restarted"; exit 1; }
 	say "refused: $TAG's shim needs containerd >= 1.7.0; nothing installed, config unchanged, containerd not restarted"
+	exit 0
+fi
+if [ "$MODE" = upgrade ]; then
+	# shellcheck source=ci/node/e2e-upgrade.sh
+	. "$REPO/ci/node/e2e-upgrade.sh"
 	exit 0
 fi
 # curl needs the node's network: through the mount namespace alone it cannot reach the node's 127.0.0.1

@@ -164,6 +164,12 @@ func TestShadowedOnPath(t *testing.T) {
 			h.mustRun("install-runsc.sh", nil)
 			// the fake host's /usr/local/sbin comes before /usr/local/bin (the install dir) on HOST_PATH
 			h.write(h.Dir+"/fakebin/"+b, 0o755, "#!/bin/sh\nexit 0\n")
+			if b == "runsc" {
+				// runsc.toml names the release's runsc by its path: another runsc on PATH is never run
+				h.mustRun("configure-containerd.sh", nil)
+				assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/usr/local/bin/gvisor-releases/`+tagBin+`/runsc"`)
+				return
+			}
 			before, restarts := h.tree(), h.restarts()
 			h.mustFail("configure-containerd.sh", nil, `on the host's PATH \([^)]*\) `+b+` is /usr/local/sbin/`+b+`, not the verified /usr/local/bin/`+b+`: containerd would run that one`)
 			if d := diffTrees(before, h.tree()); d != "" || h.restarts() != restarts {

@@ -201,7 +201,7 @@ func TestTrust(t *testing.T) {
 		h := newHost(t, "16")
 		h.mustRun("install-runsc.sh", nil)
 		p := h.P("/usr/local/bin/.gvisorgen-runsc.stamp")
-		old := regexp.MustCompile(`(?m)^(source \S+ \S+) pinned$`).ReplaceAllString(h.read("/usr/local/bin/.gvisorgen-runsc.stamp"), "$1")
+		old := regexp.MustCompile(`(?m)^(r?source .*) pinned$`).ReplaceAllString(h.read("/usr/local/bin/.gvisorgen-runsc.stamp"), "$1")
 		h.write(p, 0o644, old)
 		r := h.mustRun("install-runsc.sh", tlsEnv("/release"))
 		assertContains(t, "output", r.Output, "installed gVisor "+tagBin)

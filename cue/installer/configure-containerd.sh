@@ -362,16 +362,16 @@ if [ -z "$handwritten" ]; then
     gvz_judge_handler "$T/want.handler" "$T/have.handler" >"$T/judged" ||
         gvz_die "with gvisorgen's block, containerd would still not run the runsc handler as the block says ($(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')): another file it imports overrides it ($(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')); $CONTAINERD_CONFIG is untouched and containerd was not restarted"
 fi
-# With the install dir on PATH, the handler names the shim (and runsc.toml no runsc) by name: containerd and the shim
-# find them on the host's PATH (HOST_PATH, systemd's default), where a copy earlier on it would win over the verified one.
+# With the install dir on PATH, the handler names the shim by name: containerd finds it on the host's PATH (HOST_PATH,
+# systemd's default), where a copy earlier on it would win over the verified one. (runsc.toml names runsc by its path.)
 if [ -z "$handwritten" ] && [ "$INSTALL_DIR_ON_PATH" = true ]; then
-    # One host command for both: "<name> <what PATH finds>" for each that PATH resolves elsewhere (only when the
-    # verified one is there: without it, ready.sh reports the missing binary).
+    # "<what PATH finds>" when PATH resolves the shim elsewhere (only when the verified one is there: without it,
+    # ready.sh reports the missing binary).
     # shellcheck disable=SC2016 # expanded by the host shell
-    gvz_host sh -c 'for b in containerd-shim-runsc-v1 runsc; do
-        [ -e "$1/$b" ] || continue; p=$(command -v "$b") || continue; [ "$p" = "$1/$b" ] || echo "$b $p"; done' sh "$INSTALL_DIR" \
+    gvz_host sh -c 'b=containerd-shim-runsc-v1; [ -e "$1/$b" ] || exit 0; p=$(command -v "$b") || exit 0; [ "$p" = "$1/$b" ] || echo "$p"' sh "$INSTALL_DIR" \
         >"$T/shadowed" 2>/dev/null || true
-    if read -r b got <"$T/shadowed"; then
+    if read -r got <"$T/shadowed"; then
+        b=containerd-shim-runsc-v1
         gvz_die "on the host's PATH ($HOST_PATH) $b is $got, not the verified $INSTALL_DIR/$b: containerd would run that one for every gVisor pod. Nothing was changed and containerd was not restarted. Fix: remove $got if it is a stale install, or set gvisor.host.installDir to the folder that comes first (or installDirOnPath: false, which names absolute paths)"
     fi
 fi

@@ -57,39 +57,39 @@ gvz_rel_named_by_toml() {
 # in its state root (one `runsc --root <root>/<namespace> list` per containerd namespace there: running and stopped
 # ones alike, since a stopped container's cleanup runs that runsc again), and the processes running one of its files
 # (the sandbox, its gofer and sidecars). One line each; status 0 when something uses it or when it cannot be told (a
-# list that fails, a missing runsc with state left: then a line says so and the release is kept), 1 when provably unused.
+# list that fails, a missing runsc with state left, no answer from the host: an "unknown:" line says so and the release
+# is kept), 1 when provably unused.
 gvz_rel_users() {
     _gvz_bin=$(gvz_rel_bin "$1")
     _gvz_root=$(gvz_rel_root "$1")
     if [ "$1" = legacy ]; then _gvz_pre="$INSTALL_DIR/runsc $INSTALL_DIR/gvisor-bin/"; else _gvz_pre="$GVZ_RELEASES/$1/"; fi
-    # One host command: the processes' executables (host paths, from PID 1's mount namespace), then each namespace's list.
+    # One host command, which prints the raw facts: "F <dev:inode> <path>" for each of the release's files, "P
+    # <dev:inode> /proc/<pid>/exe" for each process (one stat for all; those that go meanwhile are skipped), "C
+    # <namespace>/<id>" for each container a namespace's list names, "U <why>" when it cannot tell. Processes are matched
+    # by device and inode, not by the path their exe link shows: a sandbox runs in mount namespaces of its own.
     # shellcheck disable=SC2016,SC2086 # expanded by the host shell; GVZ_HX and the prefixes are split on purpose
     _gvz_out=$(timeout 120 $GVZ_HX sh -c '
         bin=$1 root=$2; shift 2
-        for p in /proc/[0-9]*; do
-            e=$(readlink "$p/exe" 2>/dev/null) || continue
-            for pre; do
-                hit=
-                case $pre in
-                */) case $e in "$pre"*) hit=1 ;; esac ;;
-                *) case $e in "$pre" | "$pre (deleted)") hit=1 ;; esac ;;
-                esac
-                if [ -n "$hit" ]; then echo "process ${p#/proc/} runs $e"; break; fi
-            done
-        done
+        for pre; do
+            pre=${pre%/}
+            if [ -d "$pre" ]; then find "$pre" -type f -exec stat -L -c "F %d:%i %n" {} +; elif [ -f "$pre" ]; then stat -L -c "F %d:%i %n" "$pre"; fi
+        done 2>/dev/null
+        stat -L -c "P %d:%i %n" /proc/[0-9]*/exe 2>/dev/null
         [ -d "$root" ] || exit 0
         for d in "$root"/*/; do
             [ -d "$d" ] || continue
             d=${d%/}
-            if [ ! -x "$bin" ]; then echo "unknown: $d holds runsc state and $bin is gone"; exit 3; fi
+            if [ ! -x "$bin" ]; then echo "U $d holds runsc state and $bin is gone"; exit 0; fi
             if ! ids=$(timeout 30 "$bin" --root "$d" list -quiet 2>&1); then
-                echo "unknown: $bin --root $d list failed: $(printf "%s" "$ids" | head -n 1 | cut -c1-200)"; exit 3
+                echo "U $bin --root $d list failed: $(printf "%s" "$ids" | head -n 1 | cut -c1-200)"; exit 0
             fi
-            for i in $ids; do echo "container ${d##*/}/$i"; done
-        done' sh "$_gvz_bin" "$_gvz_root" $_gvz_pre 2>&1) || {
-        printf '%s\n' "${_gvz_out:-unknown: could not ask the host what uses $1}"
-        return 0
-    }
+            for i in $ids; do echo "C ${d##*/}/$i"; done
+        done' sh "$_gvz_bin" "$_gvz_root" $_gvz_pre 2>/dev/null) || _gvz_out="U could not ask the host what uses $1"
+    _gvz_out=$(printf '%s\n' "$_gvz_out" | awk '
+        $1 == "F" { file[$2] = $3; next }
+        $1 == "P" && ($2 in file) { p = $3; sub("^/proc/", "", p); sub("/exe$", "", p); print "process " p " runs " file[$2]; next }
+        $1 == "C" { print "container " $2; next }
+        $1 == "U" { sub("^U ", ""); print "unknown: " $0 }')
     [ -n "$_gvz_out" ] || return 1
     printf '%s\n' "$_gvz_out"
 }
