@@ -39,9 +39,15 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 	max=${GVZ_E2E_JOBS:-3}
 	# "containerd installdir config tag": the fifth run is 1.6's version 2 config on 2.4.2 with the install dir off PATH, the
 	# block a version 2 file gets from either version (absolute runtime_type + runtime_path), started for real on 2.x
-	runs=("16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905"
+	runs=("24 upgrade 24 20260905" "17 upgrade 17 20260905" "16 onpath 16 20240212" "24 onpath 24 20260905" "16 offpath 16 20240212" "24 offpath 24 20260905"
 		"24 offpath 16 20260905" "17 onpath 17 20260905" "17 offpath 17 20260905" "16 refused 16 20260905"
-		"24 upgrade 24 20260905" "17 upgrade 17 20260905")
+		)
+	# GVZ_E2E_ONLY=<mode> runs only the runs of that mode (onpath, offpath, refused, upgrade)
+	if [ -n "${GVZ_E2E_ONLY:-}" ]; then
+		sel=()
+		for r in "${runs[@]}"; do case " $r " in *" $GVZ_E2E_ONLY "*) sel+=("$r") ;; esac; done
+		runs=("${sel[@]}")
+	fi
 	ws=() pids=()
 	for i in "${!runs[@]}"; do
 		# shellcheck disable=SC2086 # "containerd mode config tag", split on purpose
@@ -209,13 +215,13 @@ if [ "$MODE" = refused ]; then
 	exit 0
 fi
 if [ "$MODE" = upgrade ]; then
-	# shellcheck source=ci/node/e2e-upgrade.sh
+	# shellcheck source-path=SCRIPTDIR source=e2e-upgrade.sh
 	. "$REPO/ci/node/e2e-upgrade.sh"
 	exit 0
 fi
 # curl needs the node's network: through the mount namespace alone it cannot reach the node's 127.0.0.1
 if runinit install-runsc.sh "HOST_EXEC_NET=nsenter -t 1 -m --" >"$W/nonet.log" 2>&1; then say "FAIL: curl reached the node without its network namespace"; exit 1; fi
-if ! grep -q 'ERROR: .*127\.0\.0\.1:18443' "$W/nonet.log" || [ -e "$IDIR/runsc" ]; then say "FAIL: no refusal"; cat "$W/nonet.log"; exit 1; fi
+if ! grep -q 'ERROR: .*127\.0\.0\.1:18443' "$W/nonet.log" || [ -e "$IDIR/gvisor-releases" ]; then say "FAIL: no refusal"; cat "$W/nonet.log"; exit 1; fi
 say "curl through the mount namespace alone: refused ($(grep -o 'ERROR: .*' "$W/nonet.log" | cut -c1-120)...)"
 t=$(date +%s%N)
 runinit install-runsc.sh
@@ -225,8 +231,10 @@ say "configure-containerd: $(grep -o "containerd's CRI on .* lists the runsc han
 say "init containers took $((($(date +%s%N) - t) / 1000000)) ms"
 runinit ready.sh
 say "ready.sh: ok"
-say "installed: $("$IDIR/runsc" --version | head -n 1) (gVisor $TAG, $(awk '$1 == "layout" { print $2 }' "$IDIR/.gvisorgen-runsc.stamp") layout), shim $(sha512sum "$IDIR/containerd-shim-runsc-v1" | cut -c1-12)…"
-if [ ! -x "$IDIR/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
+REL=$IDIR/gvisor-releases/$TAG
+say "installed: $("$REL/runsc" --version | head -n 1) (gVisor $TAG, $(awk '$1 == "layout" { print $2 }' "$IDIR/.gvisorgen-runsc.stamp") layout), shim $(sha512sum "$IDIR/containerd-shim-runsc-v1" | cut -c1-12)…"
+if [ ! -x "$REL/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
+grep -q "^binary_name = \"$REL/runsc\"$" /etc/containerd/runsc/runsc.toml || { say "FAIL: runsc.toml does not name $REL/runsc"; exit 1; }
 # where the installer put the runtime on this node: gvisorgen's drop-in (2.x with a config that imports conf.d:
 # host24.toml) or the block in config.toml (the applied marker's mode line)
 RT=$(awk '$1 == "mode" && $2 != "adopted" { print $3 }' /etc/containerd/config.toml.gvisorgen-applied)
@@ -235,9 +243,8 @@ case $V:$CFGV:$RT in
 *) say "FAIL: the runtime is in '$RT' (containerd $V, config host$CFGV.toml)"; exit 1 ;;
 esac
 if [ "$MODE" = offpath ]; then
-	[ ! -e /usr/local/bin/runsc ] || { say "FAIL: runsc in /usr/local/bin"; exit 1; }
+	[ -z "$(ls -A /usr/local/bin)" ] || { say "FAIL: installed in /usr/local/bin: $(ls -A /usr/local/bin)"; exit 1; }
 	grep -q "runtime_path = \"$IDIR/containerd-shim-runsc-v1\"" "$RT" || { say "FAIL: no runtime_path"; exit 1; }
-	grep -q "binary_name = \"$IDIR/runsc\"" /etc/containerd/runsc/runsc.toml || { say "FAIL: no binary_name"; exit 1; }
 	if [ "$CFGV" = 16 ]; then # a version 2 file: the absolute runtime_type 1.x needs, whichever version wrote it
 		grep -q "runtime_type = \"$IDIR/containerd-shim-runsc-v1\"" "$RT" || { say "FAIL: no absolute runtime_type"; exit 1; }
 	fi
@@ -271,8 +278,8 @@ say "pod network: CNI address $pip, inside the sandbox: $(grep -o "inet $pip/[0-
 sl=$(grep -rhoE 'Sidecar "gvisor_sentry" (found|not usable)[^;]*' "$R/runsc" | head -n 1 || true)
 say "runsc: ${sl:-no sidecar line}"
 if [ "$TAG" != 20240212 ]; then
-	case $sl in "Sidecar \"gvisor_sentry\" found: booting sandbox with $IDIR/gvisor-bin/gvisor_sentry") ;;
-	*) say "FAIL: runsc did not boot with the installed $IDIR/gvisor-bin/gvisor_sentry"; exit 1 ;; esac
+	case $sl in "Sidecar \"gvisor_sentry\" found: booting sandbox with $REL/gvisor-bin/gvisor_sentry") ;;
+	*) say "FAIL: runsc did not boot with the installed $REL/gvisor-bin/gvisor_sentry"; exit 1 ;; esac
 fi
 
 # uninstall refuses while the sandbox exists, then removes everything once it is gone
@@ -280,7 +287,6 @@ if runinit uninstall.sh GVISOR_MODE=uninstall; then say "FAIL: uninstall did not
 CR rmp -f -a >/dev/null
 runinit uninstall.sh GVISOR_MODE=uninstall
 cmp "$W/config.orig" /etc/containerd/config.toml || { say "FAIL: config not restored"; exit 1; }
-[ ! -e "$IDIR/runsc" ] || { say "FAIL: runsc left"; exit 1; }
-[ ! -e "$IDIR/gvisor-bin" ] || { say "FAIL: gvisor-bin/ left"; exit 1; }
+[ -z "$(ls -A "$IDIR")" ] || { say "FAIL: left in $IDIR: $(ls -A "$IDIR")"; exit 1; }
 runinit ready.sh GVISOR_MODE=uninstall
 say "uninstall: refused while the pod ran, then removed everything; config byte-identical to the original"

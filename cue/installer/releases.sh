@@ -134,13 +134,25 @@ gvz_rel_collect() {
     gvz_stamp_without "$1" "$2" | gvz_atomic_write "$1" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
 }
 
-# gvz_rel_rmroot RELEASE : remove RELEASE's state root under STATE_DIR/runsc when only empty folders are left in it
-# (runsc leaves a folder per containerd namespace). The legacy root is the shim's default: never touched.
+# gvz_rel_rmroot RELEASE : remove RELEASE's state root under STATE_DIR/runsc once its runsc knows no container (the
+# caller asked): what runsc leaves there and nothing else, a folder per containerd namespace holding lock files and
+# null-netns, the empty network namespace runsc bind-mounts for its gofers (possibly stacked). On the host: the mount
+# is the host's, and this container's copy of it (made when the container started) would keep the file busy here.
+# Anything else is left, with a warning. The legacy root is the shim's default: never touched.
 gvz_rel_rmroot() {
     [ "$1" != legacy ] || return 0
     _gvz_r=$HOST_ROOT$GVZ_RUNSC_ROOTS/$1
     if [ -d "$_gvz_r" ] && [ ! -L "$_gvz_r" ]; then
-        find "$_gvz_r" -depth -type d | while IFS= read -r _gvz_e; do rmdir "$_gvz_e" 2>/dev/null || true; done
+        # shellcheck disable=SC2016 # expanded by the host shell
+        gvz_host sh -c 'for d in "$1"/*/; do
+                d=${d%/}
+                if [ ! -d "$d" ] || [ -L "$d" ]; then continue; fi
+                i=0
+                while [ $i -lt 64 ] && umount -l "$d/null-netns" 2>/dev/null; do i=$((i + 1)); done
+                for f in "$d/null-netns" "$d"/*.lock; do if [ -f "$f" ] && [ ! -L "$f" ]; then rm -f "$f"; fi; done
+            done
+            find "$1" -depth -type d | while IFS= read -r d; do rmdir "$d" 2>/dev/null || true; done' sh "$GVZ_RUNSC_ROOTS/$1" || true
+        [ ! -d "$_gvz_r" ] || gvz_log "WARNING: $GVZ_RUNSC_ROOTS/$1 (gVisor $1's runsc state) holds files runsc did not leave there; left in place"
     fi
     rmdir "$HOST_ROOT$GVZ_RUNSC_ROOTS" 2>/dev/null || true
 }
