@@ -336,6 +336,8 @@ type killCase struct {
 	script string
 	env    map[string]string
 	prep   func(h *Host)
+	// killed: what must hold on the node right after the kill, before any other run
+	killed func(t *testing.T, h *Host)
 }
 
 func killCases() []killCase {
@@ -355,6 +357,41 @@ func killCases() []killCase {
 			},
 		},
 		{name: "install-runsc/archive", ver: "16", script: "install-runsc.sh", env: map[string]string{"GVISOR_VERSION": tagArchDir}},
+		{
+			// a bump with a sandbox of the old release running: the new release's folder filled and renamed, the
+			// shim replaced, the stamp rewritten; killed anywhere, the stamp still names one release that verifies
+			name: "install-runsc/bump-with-the-old-release-in-use", ver: "24", script: "install-runsc.sh",
+			env: map[string]string{"GVISOR_VERSION": tagArch},
+			prep: func(h *Host) {
+				installed(def24)(h)
+				h.mustRun("configure-containerd.sh", nil)
+				h.sandbox(tagBin, "old-pod")
+			},
+			// one consistent current release: the stamp and runsc.toml still name the old one, whose files (its pod
+			// runs them) are untouched; the shim may already be the new release's, as any shim is for new containers
+			killed: func(t *testing.T, h *Host) {
+				if v := h.stampLine("version"); v != tagBin {
+					t.Fatalf("the stamp names %q right after the kill", v)
+				}
+				h.assertToml(tagBin)
+				for _, f := range binFiles {
+					if b, _ := os.ReadFile(h.P(idir + "/gvisor-releases/" + tagBin + "/" + f)); sum(b) != artSHA[tagBin+"/"+f] {
+						t.Fatalf("the old release's %s changed", f)
+					}
+				}
+			},
+		},
+		{
+			// the run after a bump collects the release it switched away from (marked, removed, unmarked)
+			name: "install-runsc/collect-an-unused-release", ver: "24", script: "install-runsc.sh",
+			env: map[string]string{"GVISOR_VERSION": tagArch},
+			prep: func(h *Host) {
+				installed(def24)(h)
+				h.mustRun("configure-containerd.sh", nil)
+				h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch})
+				h.mustRun("configure-containerd.sh", map[string]string{"GVISOR_VERSION": tagArch})
+			},
+		},
 		{name: "install-runsc/verified-tls-with-a-ca-bundle", ver: "16", script: "install-runsc.sh", env: tlsEnv("/release")},
 		{
 			// runsc.toml in a subfolder that gvisorgen creates (with its marker)
@@ -487,6 +524,9 @@ func killAt(t *testing.T, kc killCase, st killStep, want map[string]string, star
 	hit := filepath.Join(h.Dir, "hit")
 	cmd := h.hookedCmd(kc.script, kc.env, "GVZT_KILL="+h.absGlob(st.glob), "GVZT_HIT="+hit)
 	killWhenHit(t, cmd, hit, "step "+st.glob)
+	if kc.killed != nil {
+		kc.killed(t, h)
+	}
 	at := h.tree()
 	var left []string
 	for _, k := range sortedKeys(at) {
