@@ -94,6 +94,13 @@ read -r p2 c2 < <(start new-1) || true
 runs_on "$p2" 20260905
 runs_on "$p1" 20221219
 say "bump: 0 containerd restarts; the 2022 pod execs; a new pod runs on 20260905; folders: $(releases)"
+# a new container in the pod started before the bump: created by the shim that reads the current runsc.toml, so by
+# the new release, which does not know the old sandbox (docs/gitops.md says so)
+if c1b=$(CR create "$p1" "$REPO/ci/node/e2e/sleeper-2.json" "$W/pod-old-1.json" 2>"$W/c1b.err") && CR start "$c1b" >/dev/null 2>>"$W/c1b.err"; then
+	say "bump: a new container in the 2022 pod started (on $(readlink "/proc/$(CR inspect -o go-template --template '{{.info.pid}}' "$c1b")/exe"))"
+else
+	say "bump: a new container in the 2022 pod fails: $(grep -o 'desc = .*' "$W/c1b.err" | head -n 1 | cut -c1-300)"
+fi
 gone "$p1" "the 2022 pod after the bump"
 say "bump: the 2022 pod stopped and was removed"
 deploy 20260905

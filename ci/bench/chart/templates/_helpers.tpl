@@ -58,6 +58,7 @@ env:
 - {name: STATE_DIR, value: {{ $G.host.stateDir | quote }}}
 - {name: DOWNLOAD_TIMEOUT_SECONDS, value: {{ $G.release.downloadTimeoutSeconds | toString | quote }}}
 - {name: DOWNLOAD_RETRIES, value: {{ $G.release.downloadRetries | toString | quote }}}
+- {name: KEEP_OLD_RELEASES, value: {{ $G.release.keepOld | toString | quote }}}
 - {name: RESTART_TIMEOUT_SECONDS, value: {{ $I.restartTimeoutSeconds | toString | quote }}}
 - {name: HOST_PATH, value: {{ $G.host.commandPath | quote }}}
 resources: {{ toJson $I.resources }}
