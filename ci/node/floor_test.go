@@ -202,3 +202,30 @@ func TestContainerdFloorOnTheNode(t *testing.T) {
 		h.mustRun("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagBin, "CONTAINERD_MIN_VERSION": floor(before)})
 	})
 }
+
+// TestLayoutAgrees: the day the archive layout starts has two homes, #ArchiveSince (cue/values.cue: the artifacts vet
+// and pin resolve) and lib.sh's gvz_layout (what GVISOR_LAYOUT=auto downloads on the node): for the day before it, the
+// day itself and a build number on it, the installer picks the layout the CUE rule gives.
+func TestLayoutAgrees(t *testing.T) {
+	t.Parallel()
+	ev, err := eval.Load(eval.Options{Root: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since, err := ev.Instance().LookupPath(cue.ParsePath("#ArchiveSince")).String()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{dayBefore(t, since), since, since + ".1", "20240212", "20261015"} {
+		want := "binaries"
+		if tag[:8] >= since {
+			want = "archive"
+		}
+		cmd := exec.Command(busybox, "sh", "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"; gvz_layout`)
+		cmd.Env = []string{"PATH=" + bbDir, "GVISORGEN_SCRIPTS=" + scriptsDir, "GVISOR_VERSION=" + tag, "GVISOR_LAYOUT=auto"}
+		out, err := cmd.CombinedOutput()
+		if got := strings.TrimSpace(string(out)); err != nil || got != want {
+			t.Errorf("gvisor.version %s: gvz_layout says %q (%v), #ArchiveSince %s says %s", tag, got, err, since, want)
+		}
+	}
+}

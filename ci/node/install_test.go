@@ -141,10 +141,10 @@ func TestInstall(t *testing.T) {
 		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_LAYOUT": "binaries"}, `runsc: not found \(HTTP 404\)`)
 		h.assertNothingInstalled()
 	})
-	t.Run("auto-layout-boundary-2026-07-01", func(t *testing.T) {
+	t.Run("auto-layout-boundary-2026-07-21", func(t *testing.T) {
 		h := newHost(t, "16")
-		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20260630"), `20260630/x86_64/runsc: not found .*resolved to binaries`)
-		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20260701.1"), `20260701\.1/x86_64/gvisor\.tar\.bz2: not found .*resolved to archive`)
+		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20260720"), `20260720/x86_64/runsc: not found .*resolved to binaries`)
+		h.mustFail("install-runsc.sh", tlsEnv("/release", "GVISOR_VERSION", "20260721.1"), `20260721\.1/x86_64/gvisor\.tar\.bz2: not found .*resolved to archive`)
 	})
 	t.Run("404-no-such-release", func(t *testing.T) {
 		h := newHost(t, "16")

@@ -2,12 +2,18 @@
 # install-runsc.sh: init container `install-runsc` of the gvisorgen runsc-installer DaemonSet.
 #
 # Downloads the gVisor release GVISOR_VERSION for this node's architecture from GVISOR_BASE_URL, verifies it, and installs
-# runsc, containerd-shim-runsc-v1 and, for archive releases, gvisor-bin/ into INSTALL_DIR on the host, each file
-# atomically (temp file in the same dir, chmod 0755, rename), then writes the stamp INSTALL_DIR/.gvisorgen-runsc.stamp
-# (tag, arch, layout, source digests, installed files' digests). Skips everything when the stamp matches and the
-# installed files still verify. New binaries need no containerd restart. A failure before the release is verified and
-# staged changes nothing in INSTALL_DIR. Before the first file is written, INSTALL_DIR/.gvisorgen-runsc.installing
-# names what this run installs (removed after the stamp): a run killed half-way leaves files that the next run (which
+# it into a folder of its own, INSTALL_DIR/gvisor-releases/<version>/ (runsc, containerd-shim-runsc-v1 and, for archive
+# releases, gvisor-bin/), filled under a temp name and renamed into place whole; then replaces the shim in INSTALL_DIR
+# (where containerd finds it) by rename, and writes the stamp INSTALL_DIR/.gvisorgen-runsc.stamp last (the current
+# release: tag, arch, layout, sources; every release on the node: its files' digests and sources). configure-containerd
+# then points runsc.toml at the new release: new sandboxes get it without a containerd restart, running ones keep the
+# runsc that started them. Older releases stay while a sandbox uses them (asked of their own runsc and the host's
+# processes: releases.sh) and are removed by a later run once none does, never by the run that switches away from
+# them; past KEEP_OLD_RELEASES of them in use, a new release is refused before any download. Skips the download when
+# the stamp names this release as current and its files still verify, or switches back without one to a kept release
+# that verifies (a rollback). A failure before the release is verified and staged changes nothing in INSTALL_DIR but
+# the removal of unused old releases. Before the first file is written, INSTALL_DIR/.gvisorgen-runsc.installing names
+# what this run installs (removed after the stamp): a run killed half-way leaves files that the next run (which
 # installs again) and uninstall still know as gvisorgen's.
 #
 # Binaries gvisorgen did not install: runsc, containerd-shim-runsc-v1 or gvisor-bin/ in INSTALL_DIR that neither the
@@ -32,7 +38,7 @@
 #   CONTAINERD_MIN_VERSION (the oldest containerd that can start this release's shim; empty: any)
 #   HOST_PATH  INSTALL_DIR (/usr/local/bin)  STATE_DIR (/run/gvisorgen; also holds the CA bundle for curl while it runs)
 #   ADOPT_FOREIGN_RUNSC (false: refuse binaries gvisorgen did not install; true: move them aside and take over)
-#   DOWNLOAD_TIMEOUT_SECONDS (60)  DOWNLOAD_RETRIES (3)  LOCK_TIMEOUT_SECONDS (300)
+#   DOWNLOAD_TIMEOUT_SECONDS (60)  DOWNLOAD_RETRIES (3)  LOCK_TIMEOUT_SECONDS (300)  KEEP_OLD_RELEASES (3)
 # Exit status: 0 installed (or already installed), non-zero with an ERROR line saying what failed.
 set -eu
 GVZ_NAME=install-runsc

@@ -23,10 +23,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// artifacts is the release layout: one tarball from 20260701 on, the two
-// binaries before.
+// artifacts is the release layout: one tarball from 20260721 on (#ArchiveSince),
+// the two binaries before.
 func artifacts(version string) []string {
-	if version[:8] >= "20260701" {
+	if version[:8] >= "20260721" {
 		return []string{"gvisor.tar.bz2"}
 	}
 	return []string{"runsc", "containerd-shim-runsc-v1"}
@@ -75,7 +75,7 @@ func newMirror(t *testing.T, plain *httptest.Server) *mirror {
 	t.Cleanup(m.srv.Close)
 
 	i := 0
-	for _, version := range []string{"20260601", "20260615.1", "20260701", "20260715.2"} {
+	for _, version := range []string{"20260601", "20260615.1", "20260721", "20260801.2"} {
 		for _, arch := range []string{"x86_64", "aarch64"} {
 			for _, a := range artifacts(version) {
 				path := fmt.Sprintf("/%s/%s/%s", version, arch, a)
