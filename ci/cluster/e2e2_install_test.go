@@ -65,7 +65,7 @@ func TestInstallRestartsContainerdOnceAndRunsGVisor(t *testing.T) {
 		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); strings.Contains(string(rt), `network`) {
 			t.Errorf("runsc.toml sets the network (the sandbox network must stay on):\n%s", rt)
 		}
-		for _, b := range []string{"runsc", "containerd-shim-runsc-v1"} {
+		for _, b := range []string{"gvisor-releases/" + vGood + "/runsc", "gvisor-releases/" + vGood + "/containerd-shim-runsc-v1", "containerd-shim-runsc-v1"} {
 			if fi, err := os.Stat(c.HostPath("/usr/local/bin/" + b)); err != nil || fi.Mode()&0o111 == 0 {
 				t.Errorf("%s is not an executable in /usr/local/bin: %v", b, err)
 			}

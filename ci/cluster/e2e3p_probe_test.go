@@ -57,7 +57,7 @@ func TestReadinessTracksTheNodesGVisor(t *testing.T) {
 		}
 
 		// Replace, not rewrite: a running sandbox keeps executing the old inode (writing it would be ETXTBSY).
-		bin := c.HostPath("/usr/local/bin/runsc")
+		bin := c.HostPath(c.runscPath())
 		orig, err := os.ReadFile(bin)
 		if err != nil {
 			t.Fatal(err)

@@ -12,19 +12,24 @@ import (
 )
 
 // TestUpgradeToArchiveLayoutKeepsContainerdAndPods (scenario 4): gvisor.version 20221219 (binaries layout: Debian's
-// 2022 runsc and shim, runsc network "none") -> 20260801 (archive layout: ci/gvisor/build.sh's gvisor.tar.bz2, the current runsc and shim with
-// gvisor-bin/gvisor_sentry). The DaemonSet pins the archive and carries the release's containerd floor
-// (CONTAINERD_MIN_VERSION 1.7.0: its shim answers containerd 2's bootstrap handshake).
-//   - c24: it rolls, the stamp names 20260801 and the archive layout, gvisor-bin/gvisor_sentry is installed next to
-//     runsc, containerd is not restarted, the running gVisor pod is untouched, and the smoke pod runs again.
+// 2022 runsc and shim, runsc network "none") -> 20260801 (archive layout: ci/gvisor/build.sh's gvisor.tar.bz2, the
+// current runsc and shim with gvisor-bin/gvisor_sentry) and back, a gVisor pod running across each step. The DaemonSet
+// pins the archive and carries the release's containerd floor (CONTAINERD_MIN_VERSION 1.7.0: its shim answers
+// containerd 2's bootstrap handshake).
+//   - c24, c17: it rolls, the stamp names 20260801 and the archive layout, gvisor-bin/gvisor_sentry is installed in the
+//     release's folder, containerd is not restarted, the running 2022 pod is untouched, still execs (its own runsc),
+//     stops and is deleted cleanly, and the installer's next run removes 20221219's folder; the smoke pod runs on
+//     20260801. Then the rollback to 20221219 with a pod of 20260801 running: the same, the other way.
 //   - c16: install-runsc refuses before downloading anything, naming containerd 1.6.20 and the floor; the installer
 //     pod is never Ready, containerd is not restarted, config and stamp (20221219) unchanged, the running gVisor pod
-//     untouched; 20240212 (the current runsc beside the 2022 shim) then rolls out with no restart, and the smoke pod
-//     runs.
+//     untouched; 20240212 (the current runsc beside the 2022 shim) then rolls out with no restart, the 2022 pod execs,
+//     stops and is deleted, 20221219's folder goes at the next run, and the smoke pod runs.
+// Before releases lived side by side, a sandbox was stopped by whatever runsc was installed then: across this gap it
+// could not be (containerd 2.4.2: `no control socket found for sandbox`; docs/gitops.md, Upgrading gVisor).
 func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
 		c.ensureInstalled(ctx, t, vDeb)
-		c.ensureRunning(ctx, t, gvisorSleeper)
+		c.onRelease(ctx, t, gvisorSleeper, vDeb)
 		t.Logf("  .. from %s: %s", vDeb, c.runscVersion(ctx, t))
 		c.versionLabel(ctx, t, vDeb)
 		c.smokePV(ctx, t)
@@ -54,8 +59,8 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			if v := c.stamp("version"); v != vDeb {
 				t.Errorf("the stamp changed to version %q", v)
 			}
-			if _, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin")); err == nil {
-				t.Errorf("gvisor-bin/ was installed")
+			if _, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-releases/" + vUp)); err == nil {
+				t.Errorf("%s was installed", vUp)
 			}
 			if n := c.Restarts() - r0; n != 0 {
 				t.Errorf("the refused upgrade restarted containerd %d times", n)
@@ -64,14 +69,14 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			// the node still runs what it ran: the gate stays open and names that release
 			c.versionLabel(ctx, t, vDeb)
 			t.Logf("  .. refused on containerd 1.6: stamp %s, config unchanged, 0 restarts, gvisor-sleeper untouched", c.stamp("version"))
-			// back to a release this node can run: 20240212 (the current runsc beside the 2022 shim). Not 20221219:
-			// Debian's 2022 runsc cannot delete the stopped sandboxes the current runsc created (scenario 2's pods), so
-			// kubelet's container GC never clears them and scenario 5's uninstall would wait for them forever.
+			// on to a release this node can run: 20240212 (the current runsc beside the 2022 shim)
 			c.install(ctx, t, vGood, "install")
 			c.versionLabel(ctx, t, vGood)
 			if n := c.Restarts() - r0; n != 0 {
 				t.Errorf("installing %s after the refusal restarted containerd %d times", vGood, n)
 			}
+			c.untouched(ctx, t, gvisorSleeper.name)
+			c.acrossBump(ctx, t, gvisorSleeper.name, vGood)
 			c.smoke(ctx, t)
 			return
 		}
@@ -88,7 +93,7 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 		if l := c.stamp("layout"); l != "archive" {
 			t.Errorf("stamp says layout %q, want archive", l)
 		}
-		if fi, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-bin/gvisor_sentry")); err != nil || fi.Mode()&0o111 == 0 {
+		if fi, err := os.Stat(c.HostPath("/usr/local/bin/gvisor-releases/" + vUp + "/gvisor-bin/gvisor_sentry")); err != nil || fi.Mode()&0o111 == 0 {
 			t.Errorf("gvisor-bin/gvisor_sentry of the archive is not installed: %v", err)
 		}
 		if rt, _ := c.ReadHostFile("/etc/containerd/runsc/runsc.toml"); strings.Contains(string(rt), "network") {
@@ -100,6 +105,19 @@ func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
 			t.Errorf("the upgrade restarted containerd %d times, want 0", n)
 		}
 		c.untouched(ctx, t, gvisorSleeper.name)
+		// the 2022 sandbox keeps Debian's runsc: it execs, stops and is deleted; its release goes at the next run
+		c.acrossBump(ctx, t, gvisorSleeper.name, vUp)
+		c.smoke(ctx, t)
+		// and the rollback, a sandbox of the current release running across it
+		c.onRelease(ctx, t, gvisorSleeper, vUp)
+		r1 := c.Restarts()
+		c.install(ctx, t, vDeb, "install")
+		c.versionLabel(ctx, t, vDeb)
+		if n := c.Restarts() - r1; n != 0 {
+			t.Errorf("the rollback restarted containerd %d times, want 0", n)
+		}
+		c.untouched(ctx, t, gvisorSleeper.name)
+		c.acrossBump(ctx, t, gvisorSleeper.name, vDeb)
 		c.smoke(ctx, t)
 	})
 }

@@ -75,15 +75,13 @@ func TestFluxFirstSyncReadyAfterTheInstaller(t *testing.T) {
 	})
 }
 
-// fluxReleases are the releases of the first sync and of the bump, per containerd version. 1.6 runs only 20221219
-// (Debian's runsc and the 2022 shim) and 20240212 (the current runsc beside the 2022 shim; 20260801's shim needs
-// containerd 1.7). The others bump 20240212 -> 20260801 (binaries -> archive layout, the same current runsc): a
-// sandbox started by Debian's 2022 runsc cannot be stopped by the current runsc ("no control socket found for
-// sandbox", seen on 2.4.2: kubelet never removes the deleted pod, and the removal's uninstall refuses for good), so
-// on 1.6 no gVisor pod runs across the bump (TestFluxVersionBumpRollsTheInstaller).
+// fluxReleases are the releases of the first sync and of the bump, per containerd version: from Debian's 2022 runsc
+// (20221219) to the newest this containerd can start, 20240212 on 1.6 (the current runsc beside the 2022 shim;
+// 20260801's shim needs containerd 1.7), 20260801 (archive layout) on the others. A gVisor pod runs across the bump
+// (TestFluxVersionBumpRollsTheInstaller): its release stays on the node until it is gone.
 func fluxReleases(v string) (first, next string) {
 	if v == "16" {
 		return vDeb, vGood
 	}
-	return vGood, vUp
+	return vDeb, vUp
 }

@@ -11,20 +11,17 @@ import (
 )
 
 // TestFluxVersionBumpRollsTheInstaller (Flux 2): gvisor.version bumped (fluxReleases: 20221219 -> 20240212 on
-// containerd 1.6, 20240212 -> 20260801 on the others) by a commit (pin, generate, commit, push) and nothing else: the
+// containerd 1.6, 20221219 -> 20260801 on the others) by a commit (pin, generate, commit, push) and nothing else: the
 // GitRepository's interval finds the commit (no reconcile is asked for), Flux applies it, the DaemonSet rolls and
 // carries the new GVISOR_VERSION, the node's stamp names the new release, containerd is not restarted (the runtime
 // block does not change: runsc.toml only), the runc pod is untouched, and the smoke pod runs on the new release. A
-// gVisor pod running since before the bump is untouched too, except on 1.6, where none runs across it: the current
-// runsc cannot stop a sandbox of Debian's 2022 runsc (fluxReleases), so it is started after the bump there.
+// gVisor pod running since before the bump is untouched, still execs (the 2022 runsc that started it), stops and is
+// deleted cleanly, and the installer's next run removes the old release's folder.
 func TestFluxVersionBumpRollsTheInstaller(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
 		first, next := fluxReleases(c.V)
 		c.ensureFluxSynced(ctx, t, first)
-		across := c.V != "16"
-		if across {
-			c.ensureRunning(ctx, t, gvisorSleeper)
-		}
+		c.onRelease(ctx, t, gvisorSleeper, first)
 		r0 := c.Restarts()
 		ds0, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 		if err != nil {
@@ -49,11 +46,10 @@ func TestFluxVersionBumpRollsTheInstaller(t *testing.T) {
 		if n != 0 {
 			t.Errorf("the bump restarted containerd %d times, want 0", n)
 		}
-		if across {
-			c.untouched(ctx, t, gvisorSleeper.name)
-			t.Logf("  .. gvisor-sleeper (started on %s) untouched", first)
-		}
+		c.untouched(ctx, t, gvisorSleeper.name)
+		t.Logf("  .. gvisor-sleeper (started on %s) untouched", first)
 		c.untouched(ctx, t, runcSleeper.name)
+		c.acrossBump(ctx, t, gvisorSleeper.name, next)
 		c.smoke(ctx, t)
 		c.ensureRunning(ctx, t, gvisorSleeper)
 	})

@@ -237,7 +237,7 @@ func (c *Cluster) smoke(ctx context.Context, t *testing.T) {
 // runscVersion: the first line of the installed runsc's --version.
 func (c *Cluster) runscVersion(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	out, err := execOut(ctx, c.HostPath("/usr/local/bin/runsc"), "--version")
+	out, err := execOut(ctx, c.HostPath(c.runscPath()), "--version")
 	if err != nil {
 		t.Fatalf("runsc --version: %v: %s", err, out)
 	}

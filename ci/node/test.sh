@@ -49,5 +49,5 @@ export CONTAINERD16 CONTAINERD17 CONTAINERD22 CONTAINERD24 CRICTL
 t=$(now)
 # -parallel 4: every test runs in parallel (each on its own fake hosts); half of a test's time is waiting (containerd
 # starting, a lock, a timeout), so twice the cores keeps both busy: 395 s against 530 s with -parallel 2 (2026-12-04)
-go test -tags nodetest -count=1 -parallel 4 -timeout 15m ./ci/node/... "$@"
+go test -tags nodetest -count=1 -parallel 4 -timeout 25m ./ci/node/... "$@"
 echo "test-node: go test in $(($(now) - t))s; total $(($(now) - t_all))s"

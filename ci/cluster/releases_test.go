@@ -1,0 +1,121 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Releases side by side on the node (issue 27): /usr/local/bin/gvisor-releases/<version>/, one per release kept.
+
+// releasesOnNode: the release folders on the node, sorted.
+func (c *Cluster) releasesOnNode() []string {
+	ents, _ := os.ReadDir(c.HostPath("/usr/local/bin/gvisor-releases"))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func (c *Cluster) assertReleases(t *testing.T, want ...string) {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	if got := c.releasesOnNode(); !slices.Equal(got, want) {
+		t.Errorf("release folders on the node: %v, want %v", got, want)
+	}
+}
+
+// runscPath: the current release's runsc on the node (the stamp's version).
+func (c *Cluster) runscPath() string {
+	return "/usr/local/bin/gvisor-releases/" + c.stamp("version") + "/runsc"
+}
+
+// execAlive: an exec in the pod's container through the node's containerd (`ctr task exec`, in the node's mount, PID
+// and network namespaces): the runsc that started the sandbox runs it.
+func (c *Cluster) execAlive(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	id := c.containerID(ctx, t, name)
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, "nsenter", "-t", fmt.Sprint(c.pid), "-m", "-p", "-n", "--",
+		"ctr", "-n", "k8s.io", "task", "exec", "--exec-id", fmt.Sprintf("gvz-e2e-%d", time.Now().UnixNano()),
+		id, "/bin/sh", "-c", "echo alive").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "alive" {
+		t.Fatalf("exec in %s (%s): %v: %s", name, id, err, out)
+	}
+}
+
+func (c *Cluster) containerID(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	p, err := c.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	return strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+}
+
+// podRelease: the release whose runsc state root holds the pod's container (runsc's state file
+// <container>_sandbox:<sandbox>.state), "" when none does.
+func (c *Cluster) podRelease(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	id := c.containerID(ctx, t, name)
+	out, _ := c.nsenter(ctx, true, "sh", "-c", `ls -d /run/gvisorgen/runsc/*/k8s.io/"$1"_sandbox:*.state 2>/dev/null`, "sh", id)
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Split(l, "/"); len(f) > 5 {
+			return f[4]
+		}
+	}
+	return ""
+}
+
+// onRelease: the harness pod s runs, started on release rel (recreated when it runs on another).
+func (c *Cluster) onRelease(ctx context.Context, t *testing.T, s podSpec, rel string) {
+	t.Helper()
+	if _, ok := c.states[s.name]; ok && c.podRelease(ctx, t, s.name) != rel {
+		c.deletePod(ctx, t, "default", s.name)
+		delete(c.states, s.name)
+	}
+	c.ensureRunning(ctx, t, s)
+	if got := c.podRelease(ctx, t, s.name); got != rel {
+		t.Fatalf("%s runs on release %q, want %s", s.name, got, rel)
+	}
+}
+
+// acrossBump: the pod `name`, started on an older release, after the node moved to release to: its release is still
+// on the node, the pod still execs (its runsc), it stops and is deleted cleanly, and the installer's next run (a
+// rollout restart) leaves only to's folder, with no containerd restart.
+func (c *Cluster) acrossBump(ctx context.Context, t *testing.T, name, to string) {
+	t.Helper()
+	r0 := c.Restarts()
+	from := c.podRelease(ctx, t, name)
+	if from == "" || from == to {
+		t.Fatalf("%s runs on release %q, not on one older than %s", name, from, to)
+	}
+	if got := c.releasesOnNode(); !slices.Contains(got, from) || !slices.Contains(got, to) {
+		t.Errorf("release folders on the node: %v, want %s and %s among them", got, from, to)
+	}
+	c.execAlive(ctx, t, name)
+	c.deletePod(ctx, t, "default", name)
+	delete(c.states, name)
+	if err := c.RolloutRestart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.assertReleases(t, to)
+	if n := c.Restarts() - r0; n != 0 {
+		t.Errorf("containerd restarted %d times", n)
+	}
+	t.Logf("  .. %s (started on %s) exec'd, stopped and was deleted on %s; the next installer run left only %s; 0 restarts", name, from, to, to)
+}
