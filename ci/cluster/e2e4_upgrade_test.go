@@ -24,6 +24,7 @@ import (
 //     pod is never Ready, containerd is not restarted, config and stamp (20221219) unchanged, the running gVisor pod
 //     untouched; 20240212 (the current runsc beside the 2022 shim) then rolls out with no restart, the 2022 pod execs,
 //     stops and is deleted, 20221219's folder goes at the next run, and the smoke pod runs.
+//
 // Before releases lived side by side, a sandbox was stopped by whatever runsc was installed then: across this gap it
 // could not be (containerd 2.4.2: `no control socket found for sandbox`; docs/gitops.md, Upgrading gVisor).
 func TestUpgradeToArchiveLayoutKeepsContainerdAndPods(t *testing.T) {
