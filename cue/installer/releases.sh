@@ -14,21 +14,23 @@
 # <release>" while one is being removed (a run killed then finishes the job next time: it was judged unused, and
 # nothing names it any more).
 
+# rel(path): the release a stamp's file path belongs to, as an awk function (with -v D="$GVZ_RELEASES_NAME"): its
+# folder under gvisor-releases/, "legacy" for the unversioned install's files (runsc, gvisor-bin/ in INSTALL_DIR), ""
+# for the others (the shim). The one home of that rule for the stamp's readers below.
+GVZ_AWK_REL='function rel(f, p) { if (index(f, D "/") == 1) { split(f, p, "/"); return p[2] } if (f == "runsc" || index(f, "gvisor-bin/") == 1) return "legacy"; return "" }'
+
 # gvz_rel_list STAMP : the releases the stamp records, one per line ("<version>" or "legacy"), sorted.
 gvz_rel_list() {
     [ -f "$1" ] || return 0
-    awk -v d="$GVZ_RELEASES_NAME" '
-        $1 == "file" && index($3, d "/") == 1 { split($3, p, "/"); print p[2]; next }
-        $1 == "file" && ($3 == "runsc" || index($3, "gvisor-bin/") == 1) { print "legacy" }
+    awk -v D="$GVZ_RELEASES_NAME" "$GVZ_AWK_REL"'
+        $1 == "file" && rel($3) != "" { print rel($3); next }
         $1 == "collecting" { print $2 }' "$1" | sort -u
 }
 
 # gvz_rel_files STAMP RELEASE : the paths (relative to INSTALL_DIR) of RELEASE's files in the stamp.
 gvz_rel_files() {
-    awk -v d="$GVZ_RELEASES_NAME/$2/" -v r="$2" '
-        $1 != "file" { next }
-        r == "legacy" && ($3 == "runsc" || index($3, "gvisor-bin/") == 1) { print $3; next }
-        r != "legacy" && index($3, d) == 1 { print $3 }' "$1"
+    awk -v D="$GVZ_RELEASES_NAME" -v r="$2" "$GVZ_AWK_REL"'
+        $1 == "file" && rel($3) == r { print $3 }' "$1"
 }
 
 # gvz_rel_bin RELEASE / gvz_rel_root RELEASE : the host paths of RELEASE's runsc and of its state root.
@@ -103,10 +105,9 @@ gvz_rel_show() {
 gvz_stamp_without() {
     _gvz_s=$1
     shift
-    awk -v d="$GVZ_RELEASES_NAME" -v rs=" $* " '
+    awk -v D="$GVZ_RELEASES_NAME" -v rs=" $* " "$GVZ_AWK_REL"'
         function gone(r) { return index(rs, " " r " ") > 0 }
-        $1 == "file" && index($3, d "/") == 1 { split($3, p, "/"); if (gone(p[2])) next }
-        $1 == "file" && ($3 == "runsc" || index($3, "gvisor-bin/") == 1) && gone("legacy") { next }
+        $1 == "file" && rel($3) != "" && gone(rel($3)) { next }
         ($1 == "rsource" || $1 == "collecting") && gone($2) { next }
         { print }' "$_gvz_s"
 }
