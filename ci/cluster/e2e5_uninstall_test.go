@@ -55,7 +55,7 @@ func TestUninstallRestoresConfigByteIdentical(t *testing.T) {
 		lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
 		rm, rs := -1, -1
 		for i, l := range lines {
-			if strings.Contains(l, "removed gVisor (every release, containerd-shim-runsc-v1)") && rm < 0 {
+			if strings.Contains(l, "removed gVisor (every release, containerd-shim-runsc-v1, gvisorgen-runsc)") && rm < 0 {
 				rm = i
 			}
 			if strings.Contains(l, "restarting containerd") {

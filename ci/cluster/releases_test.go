@@ -105,6 +105,7 @@ func (c *Cluster) acrossBump(ctx context.Context, t *testing.T, name, to string)
 		t.Errorf("release folders on the node: %v, want %s and %s among them", got, from, to)
 	}
 	c.execAlive(ctx, t, name)
+	c.restartInSandbox(ctx, t, name, from)
 	c.deletePod(ctx, t, "default", name)
 	delete(c.states, name)
 	c.rerunInstaller(ctx, t)
@@ -112,7 +113,44 @@ func (c *Cluster) acrossBump(ctx context.Context, t *testing.T, name, to string)
 	if n := c.Restarts() - r0; n != 0 {
 		t.Errorf("containerd restarted %d times", n)
 	}
-	t.Logf("  .. %s (started on %s) exec'd, stopped and was deleted on %s; the next installer run left only %s; 0 restarts", name, from, to, to)
+	t.Logf("  .. %s (started on %s) exec'd, restarted its container on %s, stopped and was deleted on %s; the next installer run left only %s; 0 restarts", name, from, from, to, to)
+}
+
+// restartInSandbox: the pod's container is killed and the kubelet restarts it, a new container in the same sandbox,
+// which the shim creates with the runsc.toml of now (the release after the bump): gvisorgen-runsc runs it with the
+// runsc of the release that started the sandbox (before it, runsc failed: "cannot load sandbox"). It runs on that
+// release (its state file is in that release's root) and execs.
+func (c *Cluster) restartInSandbox(ctx context.Context, t *testing.T, name, rel string) {
+	t.Helper()
+	p, err := c.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	id, n0 := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://"), p.Status.ContainerStatuses[0].RestartCount
+	if out, err := c.nsenter(ctx, true, "ctr", "-n", "k8s.io", "task", "kill", "-s", "SIGKILL", id); err != nil {
+		t.Fatalf("kill the container of %s: %v: %s", name, err, out)
+	}
+	t0 := time.Now()
+	var last string
+	err = Poll(ctx, 500*time.Millisecond, 120*time.Second, name+"'s container restarted and running", func(ctx context.Context) (bool, error) {
+		p, err := c.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		s := p.Status.ContainerStatuses[0]
+		if w := s.State.Waiting; w != nil {
+			last = w.Reason + ": " + w.Message
+		}
+		return s.RestartCount > n0 && s.State.Running != nil && strings.TrimPrefix(s.ContainerID, "containerd://") != id, nil
+	})
+	if err != nil {
+		t.Fatalf("%v (last waiting: %s)", err, last)
+	}
+	if got := c.podRelease(ctx, t, name); got != rel {
+		t.Fatalf("%s's restarted container runs on release %q, want %s (its sandbox's)", name, got, rel)
+	}
+	c.execAlive(ctx, t, name)
+	t.Logf("  .. %s's container killed: restarted in its sandbox in %.1fs, on %s, and execs", name, time.Since(t0).Seconds(), rel)
 }
 
 // rerunInstaller: the installer's next run on the node as docs/gitops.md gives it without a new rollout: its pod on the

@@ -145,7 +145,7 @@ var configureCases = []configureCase{
 		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"},
 		extra: func(t *testing.T, h *Host) {
 			assertContains(t, "drop-in", h.read(dropIn), `runtime_path = "/home/kubernetes/bin/containerd-shim-runsc-v1"`)
-			assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/home/kubernetes/bin/gvisor-releases/`+tagBin+`/runsc"`)
+			assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/home/kubernetes/bin/gvisorgen-runsc"`)
 		}},
 	{name: "install-dir-off-path/1.6", ctrd: "16", config: def16, wantTable: tblV2,
 		env: map[string]string{"INSTALL_DIR": "/home/kubernetes/bin", "INSTALL_DIR_ON_PATH": "false"}, extra: offPathChecks},
@@ -185,7 +185,7 @@ func offPathChecks(t *testing.T, h *Host) {
 	} else {
 		assertContains(t, "config", h.config(), `runtime_type = "io.containerd.runsc.v1"`)
 	}
-	assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/home/kubernetes/bin/gvisor-releases/`+tagBin+`/runsc"`)
+	assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/home/kubernetes/bin/gvisorgen-runsc"`)
 	for _, f := range []string{"gvisor-releases/" + tagBin + "/runsc", "containerd-shim-runsc-v1"} {
 		if !h.exists("/home/kubernetes/bin/" + f) {
 			t.Fatalf("%s not installed in /home/kubernetes/bin", f)

@@ -59,7 +59,7 @@ func TestCrossVersionReads(t *testing.T) {
 							t.Fatalf("the block lacks %s:\n%s", want, block)
 						}
 					}
-					assertContains(t, "runsc.toml", rt, `binary_name = "/home/kubernetes/bin/gvisor-releases/`+tagBin+`/runsc"`)
+					assertContains(t, "runsc.toml", rt, `binary_name = "/home/kubernetes/bin/gvisorgen-runsc"`)
 				}
 				h.checkReal(true) // dumps with 1.6 and 2.4.2, no unknown key gvisorgen wrote
 				// the other version starts on the same file, serves CRI with runc and runsc

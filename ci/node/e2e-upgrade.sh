@@ -4,9 +4,10 @@
 # sandboxes running across both, as a GitOps bump does it to a node:
 #   20221219 (Debian's runsc, the 2022 shim) -> 20260905 (the current runsc and shim, archive layout) -> 20221219.
 # Each step: the init containers run again (install-runsc, configure-containerd, ready.sh), containerd is not restarted,
-# the pod started before the step still execs, and stops and is removed cleanly, a new pod runs on the new release (its
-# sandbox processes run from the new release's folder, and only the new release's runsc lists it), and the older
-# release's folder goes at the installer's next run once its last pod is gone. Then uninstall removes everything.
+# the pod started before the step still execs, takes a new container on its own release (gvisorgen-runsc), and stops
+# and is removed cleanly, a new pod runs on the new release (its sandbox processes run from the new release's folder,
+# and only the new release's runsc lists it), and the older release's folder goes at the installer's next run once its
+# last pod is gone. Then uninstall removes everything.
 # shellcheck shell=bash disable=SC2154 # A C CRICTL H IDIR R REPO W runinit come from e2e.sh
 
 CR() { "$CRICTL" --runtime-endpoint "unix://$A" --image-endpoint "unix://$A" --timeout 60s "$@" 2> >(grep -v 'crictl.yaml' >&2); }
@@ -74,6 +75,21 @@ gone() { # POD_ID WHAT: stop and remove, as kubelet does when the pod is deleted
 	timeout 90 "$CRICTL" --runtime-endpoint "unix://$A" --timeout 60s rmp "$1" >/dev/null 2>"$W/rmp.err" || { cat "$W/rmp.err"; fail "cannot remove $2"; }
 }
 
+# joins POD_ID POD_NAME TAG CURRENT: a new container in a pod started on TAG before the node moved to CURRENT (a
+# restarted container, a debug container): the shim reads the current runsc.toml for it, and gvisorgen-runsc runs it
+# with TAG's runsc in TAG's state root, where its sandbox is. It starts, execs, and only TAG's runsc lists it.
+joins() {
+	local c ids
+	c=$(CR create "$1" "$REPO/ci/node/e2e/sleeper-2.json" "$W/pod-$2.json" 2>"$W/join.err") || { cat "$W/join.err"; fail "a new container in pod $2 (on $3) was not created"; }
+	CR start "$c" >/dev/null 2>>"$W/join.err" || { cat "$W/join.err"; fail "a new container in pod $2 (on $3) did not start"; }
+	alive "$c" "the new container of pod $2"
+	ids=$("$IDIR/gvisor-releases/$3/runsc" --root "/run/gvisorgen/runsc/$3/k8s.io" list -quiet)
+	printf '%s\n' "$ids" | grep -qx "$c" || fail "gVisor $3's runsc does not list the new container of pod $2"
+	ids=$("$IDIR/gvisor-releases/$4/runsc" --root "/run/gvisorgen/runsc/$4/k8s.io" list -quiet)
+	! printf '%s\n' "$ids" | grep -qx "$c" || fail "gVisor $4's runsc lists the new container of pod $2, which joined a sandbox of $3"
+	say "  pod ${1:0:12}: a new container ${c:0:12} started, execs, and is $3's"
+}
+
 releases() { find "$IDIR/gvisor-releases" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' ' | sed 's/ $//'; }
 
 say "upgrade: 20221219 -> 20260905 -> 20221219 with pods running across each step"
@@ -94,13 +110,8 @@ read -r p2 c2 < <(start new-1) || true
 runs_on "$p2" 20260905
 runs_on "$p1" 20221219
 say "bump: 0 containerd restarts; the 2022 pod execs; a new pod runs on 20260905; folders: $(releases)"
-# a new container in the pod started before the bump: created by the shim that reads the current runsc.toml, so by
-# the new release, which does not know the old sandbox (docs/gitops.md says so)
-if c1b=$(CR create "$p1" "$REPO/ci/node/e2e/sleeper-2.json" "$W/pod-old-1.json" 2>"$W/c1b.err") && CR start "$c1b" >/dev/null 2>>"$W/c1b.err"; then
-	say "bump: a new container in the 2022 pod started (on $(readlink "/proc/$(CR inspect -o go-template --template '{{.info.pid}}' "$c1b")/exe"))"
-else
-	say "bump: a new container in the 2022 pod fails: $(grep -o 'desc = .*' "$W/c1b.err" | head -n 1 | cut -c1-300)"
-fi
+joins "$p1" old-1 20221219 20260905
+say "bump: a new container in the 2022 pod runs on 20221219"
 gone "$p1" "the 2022 pod after the bump"
 say "bump: the 2022 pod stopped and was removed"
 deploy 20260905
@@ -114,6 +125,7 @@ deploy 20221219
 [ "$(restarts)" = "$r0" ] || fail "the rollback restarted containerd"
 [ "$(releases)" = "20221219 20260905" ] || fail "releases after the rollback: $(releases)"
 alive "$c2" "the 20260905 pod after the rollback"
+joins "$p2" new-1 20260905 20221219
 read -r p3 c3 < <(start old-2) || true
 [ -n "${c3:-}" ] || fail "pod old-2"
 runs_on "$p3" 20221219
@@ -122,7 +134,7 @@ gone "$p2" "the 20260905 pod after the rollback"
 deploy 20221219
 grep -q "removed $IDIR/gvisor-releases/20260905: no sandbox uses it any more" "$W/install-runsc-5.log" || { cat "$W/install-runsc-5.log"; fail "20260905 not collected"; }
 [ "$(releases)" = 20221219 ] || fail "releases after the newer pod went: $(releases)"
-say "rollback: 0 containerd restarts; the 20260905 pod execs, stops and is removed; a new pod runs on 20221219; the next run removed 20260905"
+say "rollback: 0 containerd restarts; the 20260905 pod execs, takes a new container on 20260905, stops and is removed; a new pod runs on 20221219; the next run removed 20260905"
 
 gone "$p3" "the last pod"
 runinit uninstall.sh GVISOR_MODE=uninstall >"$W/uninstall.log" 2>&1 || { cat "$W/uninstall.log"; fail "uninstall"; }

@@ -234,7 +234,8 @@ say "ready.sh: ok"
 REL=$IDIR/gvisor-releases/$TAG
 say "installed: $("$REL/runsc" --version | head -n 1) (gVisor $TAG, $(awk '$1 == "layout" { print $2 }' "$IDIR/.gvisorgen-runsc.stamp") layout), shim $(sha512sum "$IDIR/containerd-shim-runsc-v1" | cut -c1-12)…"
 if [ ! -x "$REL/runsc" ] || [ ! -x "$IDIR/containerd-shim-runsc-v1" ]; then say "FAIL: binaries not in $IDIR"; exit 1; fi
-grep -q "^binary_name = \"$REL/runsc\"$" /etc/containerd/runsc/runsc.toml || { say "FAIL: runsc.toml does not name $REL/runsc"; exit 1; }
+grep -q "^binary_name = \"$IDIR/gvisorgen-runsc\"$" /etc/containerd/runsc/runsc.toml || { say "FAIL: runsc.toml does not name $IDIR/gvisorgen-runsc"; exit 1; }
+grep -q "^root = \"/run/gvisorgen/runsc/$TAG\"$" /etc/containerd/runsc/runsc.toml || { say "FAIL: runsc.toml does not name $TAG's state root"; exit 1; }
 # where the installer put the runtime on this node: gvisorgen's drop-in (2.x with a config that imports conf.d:
 # host24.toml) or the block in config.toml (the applied marker's mode line)
 RT=$(awk '$1 == "mode" && $2 != "adopted" { print $3 }' /etc/containerd/config.toml.gvisorgen-applied)

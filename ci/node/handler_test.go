@@ -167,7 +167,7 @@ func TestShadowedOnPath(t *testing.T) {
 			if b == "runsc" {
 				// runsc.toml names the release's runsc by its path: another runsc on PATH is never run
 				h.mustRun("configure-containerd.sh", nil)
-				assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/usr/local/bin/gvisor-releases/`+tagBin+`/runsc"`)
+				assertContains(t, "runsc.toml", h.read("/etc/containerd/runsc.toml"), `binary_name = "/usr/local/bin/gvisorgen-runsc"`)
 				return
 			}
 			before, restarts := h.tree(), h.restarts()

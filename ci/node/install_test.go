@@ -33,6 +33,14 @@ func (h *Host) assertInstalled(dir, tag string, files ...string) {
 	}
 	stamp := h.read(filepath.Join(dir, ".gvisorgen-runsc.stamp"))
 	assertContains(h.t, "stamp", stamp, "version "+tag+"\n")
+	// gvisorgen-runsc, with this node's paths, recorded in the stamp
+	d := h.P(filepath.Join(dir, "gvisorgen-runsc"))
+	if st, err := os.Lstat(d); err != nil || st.Mode() != 0o755 {
+		h.t.Fatalf("gvisorgen-runsc not installed as a 0755 file: %v %v", st, err)
+	}
+	b, _ := os.ReadFile(d)
+	assertContains(h.t, "gvisorgen-runsc", string(b), "\nGVZ_D_RELEASES="+dir+"/gvisor-releases\n")
+	assertContains(h.t, "stamp", stamp, "file "+sum(b)+" gvisorgen-runsc\n")
 	// no temp files or staging folders left behind
 	for _, d := range []string{dir, filepath.Join(dir, "gvisor-releases")} {
 		ents, _ := os.ReadDir(h.P(d))

@@ -175,7 +175,8 @@ func sum(b []byte) string {
 
 // fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest). As runsc,
 // `--root DIR list -quiet` lists the containers whose state files (<sandbox>_sandbox:<id>.state, runsc's naming) are
-// in DIR: a test "runs a sandbox" of a release by writing one into the release's state root.
+// in DIR: a test "runs a sandbox" of a release by writing one into the release's state root. Anything else: prints its
+// name, its tag and its arguments (which release gvisorgen-runsc ran, and how).
 func fakeBinary(name, tag string) []byte {
 	pad := make([]byte, 64<<10)
 	_, _ = rand.Read(pad)
@@ -184,7 +185,7 @@ for f in "$2"/*.state; do [ -e "$f" ] || continue; f=${f##*/}; f=${f%.state}; ec
 exit 0
 fi
 `
-	return append([]byte(fmt.Sprintf("#!/bin/sh\n%secho %s %s\nexit 0\n#", list, name, tag)), []byte(hex.EncodeToString(pad))...)
+	return append([]byte(fmt.Sprintf("#!/bin/sh\n%secho %s %s \"$@\"\nexit 0\n#", list, name, tag)), []byte(hex.EncodeToString(pad))...)
 }
 
 func writeArtifact(dir, name string, b []byte, shaLine string) {

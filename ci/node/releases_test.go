@@ -62,7 +62,7 @@ func (h *Host) assertReleases(want ...string) {
 func (h *Host) assertToml(rel string) {
 	h.t.Helper()
 	toml := h.read("/etc/containerd/runsc.toml")
-	assertContains(h.t, "runsc.toml", toml, `binary_name = "`+idir+`/gvisor-releases/`+rel+`/runsc"`)
+	assertContains(h.t, "runsc.toml", toml, `binary_name = "`+idir+`/gvisorgen-runsc"`)
 	assertContains(h.t, "runsc.toml", toml, `root = "/run/gvisorgen/runsc/`+rel+`"`)
 }
 

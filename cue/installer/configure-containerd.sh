@@ -382,10 +382,11 @@ old_addr=$(gvz_grpc_address "$T/base.dump")
 if [ -z "$handwritten" ]; then
     {
         echo "# Managed by gvisorgen: options of containerd-shim-runsc-v1 for the runsc runtime. Overwritten on every run."
-        # The current release's runsc and its own state root. The shim reads this file for each new container and
-        # keeps what it read for that container's life: new sandboxes switch to a new release without a containerd
-        # restart, running ones keep theirs (releases.sh).
-        printf 'binary_name = "%s/%s/runsc"\n' "$GVZ_RELEASES" "$GVISOR_VERSION"
+        # gvisorgen-runsc and the current release's own state root. The shim reads this file for each new container
+        # and keeps what it read for that container's life: new sandboxes switch to a new release without a
+        # containerd restart, running ones keep theirs (releases.sh); gvisorgen-runsc runs each call with the release
+        # whose root holds the container, so a new container in a sandbox an older release started gets that one.
+        printf 'binary_name = "%s"\n' "$GVZ_DISPATCH"
         printf 'root = "%s/%s"\n' "$GVZ_RUNSC_ROOTS" "$GVISOR_VERSION"
         echo "[runsc_config]"
         if [ -n "$RUNSC_CONFIG_TOML" ]; then printf '%s\n' "$RUNSC_CONFIG_TOML"; fi

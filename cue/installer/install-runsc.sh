@@ -104,6 +104,14 @@ for n in runsc containerd-shim-runsc-v1 gvisor-bin; do
     FOREIGN="$FOREIGN $n"
 done
 FOREIGN=${FOREIGN# }
+# gvisorgen-runsc is gvisorgen's own name: a file of that name neither list names is not taken over, whatever
+# ADOPT_FOREIGN_RUNSC says (nothing to give back to: no install of another tool's has it).
+if { [ -e "$IDIR/$GVZ_DISPATCH_NAME" ] || [ -L "$IDIR/$GVZ_DISPATCH_NAME" ]; } && ! grep -qxF "$GVZ_DISPATCH_NAME" "$OURS"; then
+    gvz_die "$GVZ_DISPATCH exists and gvisorgen did not write it (neither its stamp nor its install record names it): refusing to write over it; move it away (nothing was downloaded or changed)"
+fi
+# What gvisorgen-runsc is on this node: the same bytes for every release, rewritten only when they differ.
+gvz_dispatcher_text >"$GVZ_TMP/dispatch"
+DISPATCH_SUM=$(gvz_sha512 "$GVZ_TMP/dispatch")
 SHOWN=""
 for n in $FOREIGN; do
     if [ "$n" = gvisor-bin ]; then SHOWN="$SHOWN, $INSTALL_DIR/$n/"; else SHOWN="$SHOWN, $INSTALL_DIR/$n"; fi
@@ -209,7 +217,9 @@ stamp_matches() {
     [ "$(awk '$1 == "layout" { print $2 }' "$STAMP")" = "$LAYOUT" ] || return 1
     _shim=$(awk -v f="$VDIR/containerd-shim-runsc-v1" '$1 == "file" && $3 == f { print $2 }' "$STAMP")
     [ "$(awk '$1 == "file" && $3 == "containerd-shim-runsc-v1" { print $2 }' "$STAMP")" = "$_shim" ] || return 1
-    [ -f "$IDIR/containerd-shim-runsc-v1" ] && [ "$(gvz_sha512 "$IDIR/containerd-shim-runsc-v1")" = "$_shim" ]
+    [ -f "$IDIR/containerd-shim-runsc-v1" ] && [ "$(gvz_sha512 "$IDIR/containerd-shim-runsc-v1")" = "$_shim" ] || return 1
+    [ "$(awk -v f="$GVZ_DISPATCH_NAME" '$1 == "file" && $3 == f { print $2 }' "$STAMP")" = "$DISPATCH_SUM" ] || return 1
+    [ -f "$IDIR/$GVZ_DISPATCH_NAME" ] && [ ! -L "$IDIR/$GVZ_DISPATCH_NAME" ] && cmp -s "$GVZ_TMP/dispatch" "$IDIR/$GVZ_DISPATCH_NAME"
 }
 # Not with foreign binaries to take over, nor after an install that did not finish (its record is still there: files
 # it installed that this stamp does not name would be left over).
@@ -467,7 +477,8 @@ if [ -z "$REUSE" ]; then
 file $(gvz_sha512 "$stage/$f") $VDIR/$f"
     done <"$GVZ_TMP/install.list"
     files="$files
-file $(gvz_sha512 "$stage/containerd-shim-runsc-v1") containerd-shim-runsc-v1"
+file $(gvz_sha512 "$stage/containerd-shim-runsc-v1") containerd-shim-runsc-v1
+file $DISPATCH_SUM $GVZ_DISPATCH_NAME"
     # What this run installs, before the first file: see INSTALLING above.
     {
         echo "# gvisorgen: what install-runsc is installing into $INSTALL_DIR (removed once the stamp is written). Do not edit."
@@ -495,10 +506,15 @@ else
     gvz_log "gVisor $V is still on this node in $GVZ_RELEASES/$V and verifies: switching back to it, no download"
     files=$(awk -v d="$VDIR/" '$1 == "file" && index($3, d) == 1' "$STAMP")
     files="$files
-file $(awk -v f="$VDIR/containerd-shim-runsc-v1" '$1 == "file" && $3 == f { print $2 }' "$STAMP") containerd-shim-runsc-v1"
+file $(awk -v f="$VDIR/containerd-shim-runsc-v1" '$1 == "file" && $3 == f { print $2 }' "$STAMP") containerd-shim-runsc-v1
+file $DISPATCH_SUM $GVZ_DISPATCH_NAME"
     rsources=$(awk -v v="$V" '$1 == "rsource" && $2 == v' "$STAMP")
 fi
 gvz_atomic_copy "$REL/$V/containerd-shim-runsc-v1" "$IDIR/containerd-shim-runsc-v1" 0755 || gvz_die "cannot install $INSTALL_DIR/containerd-shim-runsc-v1"
+if ! cmp -s "$GVZ_TMP/dispatch" "$IDIR/$GVZ_DISPATCH_NAME" 2>/dev/null; then
+    gvz_atomic_copy "$GVZ_TMP/dispatch" "$IDIR/$GVZ_DISPATCH_NAME" 0755 || gvz_die "cannot install $GVZ_DISPATCH"
+    gvz_log "wrote $GVZ_DISPATCH (the runsc runsc.toml names: each call goes to the release whose state root holds the container)"
+fi
 
 # The stamp: this release first (version, arch, layout, sources, files), then every other release kept, as recorded.
 {
@@ -510,7 +526,7 @@ gvz_atomic_copy "$REL/$V/containerd-shim-runsc-v1" "$IDIR/containerd-shim-runsc-
     printf '%s\n' "$files" | sed '/^$/d'
     printf '%s\n' "$rsources" | sed '/^$/d'
     if [ -f "$STAMP" ]; then
-        gvz_stamp_without "$STAMP" "$V" | awk '($1 == "file" && $3 != "containerd-shim-runsc-v1") || $1 == "rsource" || $1 == "collecting"'
+        gvz_stamp_without "$STAMP" "$V" | awk -v d="$GVZ_DISPATCH_NAME" '($1 == "file" && $3 != "containerd-shim-runsc-v1" && $3 != d) || $1 == "rsource" || $1 == "collecting"'
     fi
 } | gvz_atomic_write "$STAMP" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
 rm -f "$INSTALLING"

@@ -126,6 +126,11 @@ gvz_load_env() {
     GVZ_RELEASES_NAME=gvisor-releases
     GVZ_RELEASES=$INSTALL_DIR/$GVZ_RELEASES_NAME
     GVZ_RUNSC_ROOTS=$STATE_DIR/runsc
+    # The runsc runsc.toml names: it runs each call with the release whose state root holds the container (a new
+    # container in a sandbox started before a bump included). Written from the script of that name (.sh) in
+    # GVISORGEN_SCRIPTS; a file in INSTALL_DIR, not in a release's folder: every release is reached through it.
+    GVZ_DISPATCH_NAME=gvisorgen-runsc
+    GVZ_DISPATCH=$INSTALL_DIR/$GVZ_DISPATCH_NAME
     # The state root of the shim's default, which an unversioned install (gvisorgen before versioned releases) used.
     GVZ_LEGACY_ROOT=/run/containerd/runsc
     GVZ_APPLIED=$CONTAINERD_CONFIG.gvisorgen-applied

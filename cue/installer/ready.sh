@@ -45,10 +45,11 @@ if [ "$GVISOR_MODE" = install ]; then
     [ -f "$STAMP" ] || not_ready "no stamp $GVZ_STAMP: gVisor is not installed"
     [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$GVISOR_VERSION" ] || not_ready "the stamp does not name $GVISOR_VERSION"
     [ "$(awk '$1 == "arch" { print $2 }' "$STAMP")" = "$arch" ] || not_ready "the stamp does not name $arch"
-    # The current release's files and the shim in INSTALL_DIR; older releases kept for their sandboxes are not the gate's.
+    # The current release's files, the shim and gvisorgen-runsc in INSTALL_DIR; older releases kept for their
+    # sandboxes are not the gate's.
     cur=$GVZ_RELEASES_NAME/$GVISOR_VERSION
-    files=$(awk -v d="$cur/" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1") { print $2, $3 }' "$STAMP")
-    for f in "$cur/runsc" "$cur/containerd-shim-runsc-v1" containerd-shim-runsc-v1 $(printf '%s\n' "$files" | awk '{ print $2 }'); do
+    files=$(awk -v d="$cur/" -v r="$GVZ_DISPATCH_NAME" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1" || $3 == r) { print $2, $3 }' "$STAMP")
+    for f in "$cur/runsc" "$cur/containerd-shim-runsc-v1" containerd-shim-runsc-v1 "$GVZ_DISPATCH_NAME" $(printf '%s\n' "$files" | awk '{ print $2 }'); do
         if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
     done
     printf '%s\n' "$files" | while read -r sum f; do

@@ -2,10 +2,11 @@
 # releases.sh: gVisor releases side by side, sourced after lib.sh by install-runsc.sh and uninstall.sh.
 #
 # Each release lives in INSTALL_DIR/gvisor-releases/<version>/ (runsc, containerd-shim-runsc-v1, gvisor-bin/), and
-# runsc.toml names the current one's runsc (binary_name) and its own state root (root = STATE_DIR/runsc/<version>).
+# runsc.toml names gvisorgen-runsc (binary_name) and the current one's own state root (root = STATE_DIR/runsc/<version>).
 # The shim reads runsc.toml when it creates a container and keeps both for that container's life (it saves them in the
-# bundle's state.json for its cleanup too), so a sandbox keeps the runsc that created it across a bump or a rollback,
-# and only that runsc ever sees its state. "legacy" is an unversioned install (gvisorgen before versioned releases:
+# bundle's state.json for its cleanup too), and gvisorgen-runsc runs each call with the release whose root holds the
+# container (or the sandbox a new container joins), so a sandbox and every container in it keep the runsc that created
+# the sandbox across a bump or a rollback, and only that runsc ever sees its state. "legacy" is an unversioned install (gvisorgen before versioned releases:
 # runsc and gvisor-bin/ directly in INSTALL_DIR, state under /run/containerd/runsc, runsc found by name or by
 # INSTALL_DIR/runsc): kept, like an old release, until no sandbox uses it.
 #
@@ -41,11 +42,23 @@ gvz_rel_root() {
     if [ "$1" = legacy ]; then echo "$GVZ_LEGACY_ROOT"; else echo "$GVZ_RUNSC_ROOTS/$1"; fi
 }
 
-# gvz_rel_named_by_toml : the release runsc.toml (RUNSC_CONFIG) names: its binary_name's folder under gvisor-releases,
-# "legacy" when it names INSTALL_DIR/runsc or none (the shim then runs "runsc" from PATH), nothing for another runsc.
+# gvz_rel_named_by_toml : the release runsc.toml (RUNSC_CONFIG) names for new sandboxes: with gvisorgen-runsc as its
+# binary_name, the release of its root; else its binary_name's folder under gvisor-releases (an install before
+# gvisorgen-runsc), "legacy" when it names INSTALL_DIR/runsc or none (the shim then runs "runsc" from PATH), nothing
+# for another runsc.
 gvz_rel_named_by_toml() {
     [ -f "$HOST_ROOT$RUNSC_CONFIG" ] || return 0
     _gvz_b=$(sed -n 's/^[[:space:]]*binary_name[[:space:]]*=[[:space:]]*"\(.*\)"[[:space:]]*$/\1/p' "$HOST_ROOT$RUNSC_CONFIG" | head -n 1)
+    if [ "$_gvz_b" = "$GVZ_DISPATCH" ]; then
+        _gvz_b=$(sed -n 's/^[[:space:]]*root[[:space:]]*=[[:space:]]*"\(.*\)"[[:space:]]*$/\1/p' "$HOST_ROOT$RUNSC_CONFIG" | head -n 1)
+        case $_gvz_b in
+        "" | "$GVZ_LEGACY_ROOT") echo legacy ;;
+        "$GVZ_RUNSC_ROOTS"/*)
+            case ${_gvz_b#"$GVZ_RUNSC_ROOTS"/} in */* | '') ;; *) echo "${_gvz_b#"$GVZ_RUNSC_ROOTS"/}" ;; esac
+            ;;
+        esac
+        return 0
+    fi
     case $_gvz_b in
     "" | "$INSTALL_DIR/runsc" | runsc) echo legacy ;;
     "$GVZ_RELEASES"/*/runsc)
@@ -53,6 +66,22 @@ gvz_rel_named_by_toml() {
         case ${_gvz_b%/runsc} in */* | '') ;; *) echo "${_gvz_b%/runsc}" ;; esac
         ;;
     esac
+}
+
+# gvz_dispatcher_text : gvisorgen-runsc as install-runsc writes it to the host: the script of that name with this
+# node's paths in its GVZ_D_ lines (each must be there once: an edit of the script that loses one is an error here).
+gvz_dispatcher_text() {
+    awk -v rel="$GVZ_RELEASES" -v roots="$GVZ_RUNSC_ROOTS" -v lroot="$GVZ_LEGACY_ROOT" -v lbin="$INSTALL_DIR/runsc" \
+        -v cfg="$RUNSC_CONFIG" '
+        BEGIN { v["RELEASES"] = rel; v["ROOTS"] = roots; v["LEGACY_ROOT"] = lroot; v["LEGACY_BIN"] = lbin; v["CONFIG"] = cfg }
+        /^GVZ_D_[A-Z_]+=/ {
+            k = substr($0, 7, index($0, "=") - 7)
+            if (!(k in v) || (k in seen)) { bad = 1; next }
+            seen[k] = 1; print "GVZ_D_" k "=" v[k]; next
+        }
+        { print }
+        END { n = 0; for (k in seen) n++; exit (bad || n != 5) }' "${GVISORGEN_SCRIPTS:-/gvisorgen}/$GVZ_DISPATCH_NAME.sh" ||
+        gvz_die "${GVISORGEN_SCRIPTS:-/gvisorgen}/$GVZ_DISPATCH_NAME.sh does not set each of GVZ_D_RELEASES, GVZ_D_ROOTS, GVZ_D_LEGACY_ROOT, GVZ_D_LEGACY_BIN and GVZ_D_CONFIG once"
 }
 
 # gvz_rel_users RELEASE : what still uses RELEASE on this host, asked of the host itself: the containers its runsc knows

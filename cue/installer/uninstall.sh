@@ -6,8 +6,8 @@
 # line; the folder too when gvisorgen created it and it is empty), validated with the host's containerd before the
 # swap (dump exits 0 and still shows the default runtime), RUNSC_CONFIG (only when gvisorgen
 # wrote it), the files listed in the stamp and in install-runsc's record of an install that did not finish
-# (.gvisorgen-runsc.installing): runsc, containerd-shim-runsc-v1, gvisor-bin/..., then the stamp and the record; restarts
-# containerd, only when the config changed (or an earlier uninstall changed it and was not seen through: the applied
+# (.gvisorgen-runsc.installing): every release, containerd-shim-runsc-v1, gvisorgen-runsc, then the stamp and the
+# record; restarts containerd, only when the config changed (or an earlier uninstall changed it and was not seen through: the applied
 # marker, which goes only after a verified restart, names another config), waits for CRI, and rolls the config back on
 # failure. Once containerd serves CRI with the config as restored, the applied marker and the backup
 # CONTAINERD_CONFIG.gvisorgen-backup go too (the backup is the config before gvisorgen first changed it: the restored
@@ -230,7 +230,7 @@ if [ -f "$STAMP" ] || [ -f "$INSTALLING" ]; then
         rmdir "$IDIR/$GVZ_RELEASES_NAME" 2>/dev/null || gvz_log "$GVZ_RELEASES holds files gvisorgen did not install; left in place"
     fi
     rm -f "$STAMP" "$INSTALLING"
-    gvz_log "removed gVisor (every release, containerd-shim-runsc-v1) and the stamp from $INSTALL_DIR"
+    gvz_log "removed gVisor (every release, containerd-shim-runsc-v1, $GVZ_DISPATCH_NAME) and the stamp from $INSTALL_DIR"
 else
     gvz_log "no gvisorgen stamp in $INSTALL_DIR: no binaries of gvisorgen's to remove"
 fi
