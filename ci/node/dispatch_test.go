@@ -138,3 +138,49 @@ func TestDispatchLegacy(t *testing.T) {
 		t.Fatalf("got %v: %s\nwant: %s", err, out, want)
 	}
 }
+
+// A file named gvisorgen-runsc that gvisorgen did not write is never written over (refused before any download,
+// whatever ADOPT_FOREIGN_RUNSC says); one of gvisorgen's that changed on disk closes the readiness probe, and the
+// next run writes it back.
+func TestDispatchIsGvisorgens(t *testing.T) {
+	t.Parallel()
+	t.Run("foreign-refused", func(t *testing.T) {
+		t.Parallel()
+		h := newHost(t, "24")
+		h.setConfig(def24())
+		h.startContainerd()
+		h.write(h.P(idir+"/gvisorgen-runsc"), 0o755, "#!/bin/sh\nexec /opt/other/runsc \"$@\"\n")
+		for _, adopt := range []string{"false", "true"} {
+			r := h.mustFail("install-runsc.sh", map[string]string{"ADOPT_FOREIGN_RUNSC": adopt},
+				`/usr/local/bin/gvisorgen-runsc exists and gvisorgen did not write it .*: refusing to write over it; move it away \(nothing was downloaded or changed\)`)
+			if strings.Contains(r.Output, "downloading") {
+				t.Fatal("downloaded before refusing")
+			}
+		}
+		if got := h.read(idir + "/gvisorgen-runsc"); !strings.Contains(got, "/opt/other/runsc") {
+			t.Fatalf("the foreign gvisorgen-runsc changed: %s", got)
+		}
+		if h.exists(idir + "/.gvisorgen-runsc.stamp") {
+			t.Fatal("a stamp was written")
+		}
+	})
+	t.Run("changed-closes-the-probe-and-is-written-back", func(t *testing.T) {
+		t.Parallel()
+		h := installedHost(t, "24", def24(), false, func(h *Host) {})
+		h.mustRun("configure-containerd.sh", nil)
+		h.mustRun("ready.sh", nil)
+		orig := h.read(idir + "/gvisorgen-runsc")
+		h.write(h.P(idir+"/gvisorgen-runsc"), 0o755, orig+"# edited\n")
+		h.mustFail("ready.sh", nil, `/usr/local/bin/gvisorgen-runsc no longer has the sha512 the stamp records`)
+		r := h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "verifies; putting the shim and gvisorgen-runsc in /usr/local/bin back as it records them, no download")
+		assertContains(t, "output", r.Output, "wrote /usr/local/bin/gvisorgen-runsc")
+		if h.read(idir+"/gvisorgen-runsc") != orig {
+			t.Fatal("gvisorgen-runsc not written back")
+		}
+		h.mustRun("ready.sh", nil)
+		// and left alone when it is right
+		r = h.mustRun("install-runsc.sh", nil)
+		assertContains(t, "output", r.Output, "already installed")
+	})
+}

@@ -161,7 +161,7 @@ func TestForeignBinariesAdopted(t *testing.T) {
 				if top == ".gvisorgen-foreign" || top == ".gvisorgen-runsc.stamp" {
 					continue
 				}
-				if top == "gvisor-releases" && (k == top || strings.HasPrefix(k, "gvisor-releases/"+c.tag)) || k == "containerd-shim-runsc-v1" {
+				if top == "gvisor-releases" && (k == top || strings.HasPrefix(k, "gvisor-releases/"+c.tag)) || k == "containerd-shim-runsc-v1" || k == "gvisorgen-runsc" {
 					continue
 				}
 				{

@@ -503,7 +503,11 @@ file $DISPATCH_SUM $GVZ_DISPATCH_NAME"
     [ -z "$old" ] || rm -rf "$old"
     rsources=$(printf '%s\n' "$sources" | sed '/^$/d' | awk -v v="$V" '{ print "rsource", v, $2, $3, $4 }')
 else
-    gvz_log "gVisor $V is still on this node in $GVZ_RELEASES/$V and verifies: switching back to it, no download"
+    if [ "$PREV" = "$V" ]; then
+        gvz_log "gVisor $V is installed in $GVZ_RELEASES/$V and verifies; putting the shim and $GVZ_DISPATCH_NAME in $INSTALL_DIR back as it records them, no download"
+    else
+        gvz_log "gVisor $V is still on this node in $GVZ_RELEASES/$V and verifies: switching back to it, no download"
+    fi
     files=$(awk -v d="$VDIR/" '$1 == "file" && index($3, d) == 1' "$STAMP")
     files="$files
 file $(awk -v f="$VDIR/containerd-shim-runsc-v1" '$1 == "file" && $3 == f { print $2 }' "$STAMP") containerd-shim-runsc-v1
