@@ -74,7 +74,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newGenerate(), newCheck(), newVet(), newDiff(), newPin(), newVersion())
+	root.AddCommand(newGenerate(), newCheck(), newVet(), newDiff(), newPin(), newPush(), newVersion())
 	return root
 }
 

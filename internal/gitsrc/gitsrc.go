@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 )
@@ -141,4 +143,59 @@ func git(repo string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// Commit is what an artifact says of the commit it was built from.
+type Commit struct {
+	Hash string
+	// Branch is the checked-out branch; "" on a detached HEAD (CI's usual).
+	Branch string
+	// Committed is the committer's time: the same commit, the same time.
+	Committed time.Time
+	// Origin is the URL of the remote "origin" without credentials; "" when
+	// there is none.
+	Origin string
+}
+
+// Head describes HEAD, and refuses when path (relative to repo) differs from
+// it in the work tree or the index: what would be described is then not what
+// is there.
+func Head(repo, path string) (*Commit, error) {
+	out, err := git(repo, "show", "-s", "--format=%H %cI", "HEAD")
+	if err != nil {
+		return nil, fmt.Errorf("not in a git repository with a commit (%v): give --revision and --created", err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return nil, fmt.Errorf("git show HEAD: unexpected output %q", out)
+	}
+	when, err := time.Parse(time.RFC3339, f[1])
+	if err != nil {
+		return nil, fmt.Errorf("git show HEAD: committer time %q: %w", f[1], err)
+	}
+	c := &Commit{Hash: f[0], Committed: when}
+	if b, err := git(repo, "symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
+		c.Branch = strings.TrimSpace(string(b))
+	}
+	if o, err := git(repo, "remote", "get-url", "origin"); err == nil {
+		c.Origin = redact(strings.TrimSpace(string(o)))
+	}
+	st, err := git(repo, "status", "--porcelain", "--untracked-files=all", "--", path)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(st)) > 0 {
+		return nil, fmt.Errorf("%s differs from commit %.12s (uncommitted changes):\n%s\ncommit them first: the artifact says which commit it holds", path, c.Hash, strings.TrimRight(string(st), "\n"))
+	}
+	return c, nil
+}
+
+// redact drops a URL's user and password (a token in a CI clone's origin
+// must not be published in an artifact's annotations).
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil && p.User != nil {
+		p.User = nil
+		return p.String()
+	}
+	return u
 }

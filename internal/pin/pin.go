@@ -57,18 +57,9 @@ type Source struct {
 // New returns a Source that trusts the system roots and, when caFile is not
 // "", the PEM certificates in it too.
 func New(caFile string) (*Source, error) {
-	roots, err := x509.SystemCertPool()
+	roots, err := Roots(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("pin: loading the system certificate roots: %w", err)
-	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("pin: reading CA bundle: %w", err)
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("pin: CA bundle %s holds no PEM certificate", caFile)
-		}
+		return nil, fmt.Errorf("pin: %w", err)
 	}
 	t := newTransport(roots)
 	return &Source{
@@ -77,4 +68,23 @@ func New(caFile string) (*Source, error) {
 		timeout:     defaultTimeout,
 		sha512Limit: 4 << 10,
 	}, nil
+}
+
+// Roots are the system's certificate roots plus, when caFile is not "", the
+// PEM certificates in it (a mirror's or a registry's private CA).
+func Roots(caFile string) (*x509.CertPool, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, fmt.Errorf("loading the system certificate roots: %w", err)
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading CA bundle: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", caFile)
+		}
+	}
+	return roots, nil
 }
