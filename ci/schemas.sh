@@ -49,7 +49,7 @@ argo=$(moddir "$ARGOCD")/manifests/crds
 source=$(moddir "$FLUX_SOURCE")/config/crd/bases
 kust=$(moddir "$FLUX_KUSTOMIZE")/config/crd/bases
 crd argoproj.io v1alpha1 "$argo/application-crd.yaml" "$argo/applicationset-crd.yaml" "$argo/appproject-crd.yaml"
-crd source.toolkit.fluxcd.io v1 "$source/source.toolkit.fluxcd.io_gitrepositories.yaml"
+crd source.toolkit.fluxcd.io v1 "$source/source.toolkit.fluxcd.io_gitrepositories.yaml" "$source/source.toolkit.fluxcd.io_ocirepositories.yaml"
 crd kustomize.toolkit.fluxcd.io v1 "$kust/kustomize.toolkit.fluxcd.io_kustomizations.yaml"
 # Keep only what the module reaches (run from the repository root: the pruner is
 # a package of the main Go module).

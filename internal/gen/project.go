@@ -92,9 +92,13 @@ func projectProblems(res *eval.Result) ([]string, error) {
 			if app.Spec.Project != proj.Metadata.Name {
 				continue
 			}
-			if !slices.Contains(proj.Spec.SourceRepos, app.Spec.Source.RepoURL) {
-				out = append(out, fmt.Sprintf("target %s: delivery.repoURL %s is not a source of the Argo CD project %s (%v): Argo CD would refuse the Application; use fleet.repoURL, or a project of your own (delivery.argocd.project)",
-					t.Name, app.Spec.Source.RepoURL, proj.Metadata.Name, proj.Spec.SourceRepos))
+			if repo := app.Spec.Source.RepoURL; !proj.permitsSource(repo) {
+				field, fix := "delivery.repoURL", "use fleet.repoURL"
+				if strings.HasPrefix(repo, "oci://") {
+					field, fix = "delivery.oci.url", "put the artifact under fleet.oci.repository (the project allows <repository>/*)"
+				}
+				out = append(out, fmt.Sprintf("target %s: %s %s is not a source of the Argo CD project %s (%v): Argo CD would refuse the Application; %s, or a project of your own (delivery.argocd.project)",
+					t.Name, field, repo, proj.Metadata.Name, proj.Spec.SourceRepos, fix))
 			}
 			if !proj.permits(app.Spec.Destination) {
 				out = append(out, fmt.Sprintf("target %s: the Application's destination %s is not one the Argo CD project %s allows (%s): Argo CD would refuse it before any sync",
@@ -180,6 +184,30 @@ func (p *appProject) permits(dst destination) bool {
 	return matched
 }
 
+// permitsSource is Argo CD's AppProject.IsSourcePermitted (v3.5,
+// app_project_types.go): globs with "/" as separator, deny patterns refuse.
+// Argo CD also normalises git URLs; gvisorgen spells both sides itself.
+func (p *appProject) permitsSource(repo string) bool {
+	matched := false
+	for _, pattern := range p.Spec.SourceRepos {
+		ok := false
+		switch {
+		case pattern == "*":
+			ok = true
+		case isDeny(pattern):
+			ok = !globMatch(pattern[1:], repo, '/')
+		default:
+			ok = globMatch(pattern, repo, '/')
+		}
+		if ok {
+			matched = true
+		} else if isDeny(pattern) {
+			return false
+		}
+	}
+	return matched
+}
+
 func isDeny(pattern string) bool { return strings.HasPrefix(pattern, "!") }
 
 // argoGlob is Argo CD's globMatch with negation allowed and no separators
@@ -195,7 +223,7 @@ func argoGlob(pattern, val string) bool {
 	return globMatch(pattern, val)
 }
 
-func globMatch(pattern, val string) bool {
-	g, err := glob.Compile(pattern)
+func globMatch(pattern, val string, separators ...rune) bool {
+	g, err := glob.Compile(pattern, separators...)
 	return err == nil && g.Match(val)
 }

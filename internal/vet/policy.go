@@ -26,6 +26,7 @@ var Policies = map[string]string{
 	"unpinned-release":     "the profile requires a pinned sha512 for every artifact its nodes install",
 	"unpinned-image":       "the profile requires the installer image pinned by digest",
 	"runsc-isolation":      "no runsc flag that hands the host, or the sandbox's configuration, to the workload (RunscFlags)",
+	"unsigned-artifact":    "Flux verifies every OCI artifact it applies (verify.provider cosign): the installer it carries runs as root on every node",
 }
 
 // Handler is the only RuntimeClass handler the installer configures.
@@ -106,3 +107,12 @@ func imagePolicy(image string) string {
 }
 
 func quote(s string) string { return `"` + s + `"` }
+
+// ociRepositoryPolicy: an OCIRepository that applies what a registry serves,
+// unverified, lets whoever can push to that repository (or sits between it
+// and the cluster with a registry credential) root every node.
+func (c *checker) ociRepositoryPolicy(verify map[string]any) {
+	if verify == nil {
+		c.policy("unsigned-artifact", p("spec", "verify"), "OCIRepository without verify: Flux would apply whatever the registry serves under the tag, and the installer in it runs as root on every node; keep delivery.oci.verify (sign with gvisorgen push --key), or waive unsigned-artifact with a reason")
+	}
+}

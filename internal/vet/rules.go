@@ -113,6 +113,16 @@ func Check(f Facts, apiVersion, kind string, data []byte) []Problem {
 			return nil
 		}
 		c.storageClassPolicy(&o)
+	case "source.toolkit.fluxcd.io/v1/OCIRepository":
+		var o struct {
+			Spec struct {
+				Verify map[string]any `json:"verify"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal(data, &o) != nil {
+			return nil
+		}
+		c.ociRepositoryPolicy(o.Spec.Verify)
 	}
 	return c.out
 }
