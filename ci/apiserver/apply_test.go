@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+	"github.com/gvisorgen/gvisorgen/internal/gen"
+
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -267,6 +270,65 @@ func testDelivery(t *testing.T, c *cluster, root string) {
 	installCRDs(t, c, root)
 	ensureNamespaces(t, c, files)
 	dryRunAll(t, c, root, files)
+	// The committed examples deliver from git: the OCI objects are rendered
+	// for kind with every OCI setting and dry-run applied too.
+	oci := ociDelivery(t, root)
+	ensureNamespaces(t, c, oci)
+	dryRunAll(t, c, filepath.Dir(filepath.Dir(oci[0])), oci)
+	t.Logf("delivery: %d committed files and %d OCI delivery files dry-run applied", len(files), len(oci))
+}
+
+// ociValues is a kind target delivered from a signed OCI artifact, with every
+// optional OCI field set.
+const ociValues = `delivery:
+  source: oci
+  argocd: {project: platform}
+  oci:
+    url: oci://registry.example.com/platform/gvisor/kind
+    tag: stable
+    provider: aws
+    pullSecret: registry-pull
+    caSecret: registry-ca
+    publicKey: |
+      -----BEGIN PUBLIC KEY-----
+      MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEp8igpKspNvm4uDXe++Sz1J3167Os
+      4UIXO4Da+z5qLHX0uUxaWL/ynD3+Y3/aJly0ITgJNtG+EjXLF2q+LASF6w==
+      -----END PUBLIC KEY-----
+`
+
+// ociDelivery renders the kind target with ociValues in process and writes
+// its delivery files to a temporary folder.
+func ociDelivery(t *testing.T, root string) []string {
+	t.Helper()
+	out, err := gen.Build(eval.Options{Root: root, Only: []string{"kind"}, ValuesFiles: []string{"-"}, Stdin: []byte(ociValues)})
+	if err != nil {
+		t.Fatalf("rendering the OCI delivery: %v", err)
+	}
+	dir := filepath.Join(tempDir(t), "delivery")
+	var files []string
+	kinds := map[string]bool{}
+	for _, f := range out.Files {
+		if !strings.HasPrefix(f.Path, "delivery/kind/") {
+			continue
+		}
+		p := filepath.Join(dir, filepath.Base(f.Path))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+		for _, o := range readObjects(t, p) {
+			kinds[o.Kind] = true
+		}
+	}
+	for _, k := range []string{"OCIRepository", "Secret", "Kustomization", "Application"} {
+		if !kinds[k] {
+			t.Fatalf("the OCI delivery has no %s: %v", k, kinds)
+		}
+	}
+	return files
 }
 
 // installCRDs takes the Argo CD and Flux CRDs from their Go module zips,
