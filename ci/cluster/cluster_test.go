@@ -46,6 +46,7 @@ type Cluster struct {
 	// state the scenarios leave for the next (so that each can also run alone: see the ensure* helpers)
 	installed string            // the gVisor version installed by the product, "" when none is
 	generated string            // "<version> <mode>" the generated folder was last rendered for
+	registry  bool              // the OCI registry serves in the node's network namespace (serveRegistry)
 	noQuota   bool              // render the target without its priority-class quota (scenario 2q)
 	early     bool              // gvisor-sleeper was created before the installer and waits for the gate (scenario 1)
 	fetched   string            // install-runsc's log of an earlier pod that downloaded the release (scenario 1f)

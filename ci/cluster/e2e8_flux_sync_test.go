@@ -106,7 +106,7 @@ func (c *Cluster) fluxGet(ctx context.Context, gvr schema.GroupVersionResource) 
 	og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 	s.current = og == u.GetGeneration()
 	s.handled, _, _ = unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt")
-	if gvr == gitRepoGVR {
+	if gvr != ksGVR {
 		s.applied, _, _ = unstructured.NestedString(u.Object, "status", "artifact", "revision")
 	} else {
 		s.applied, _, _ = unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
@@ -123,7 +123,7 @@ func (c *Cluster) fluxReconcile(ctx context.Context, t *testing.T, withSource bo
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, tok))
 	gvrs := []schema.GroupVersionResource{ksGVR}
 	if withSource {
-		gvrs = []schema.GroupVersionResource{gitRepoGVR, ksGVR}
+		gvrs = []schema.GroupVersionResource{c.flux(context.Background(), t).source, ksGVR}
 	}
 	for _, g := range gvrs {
 		if _, err := c.dyn.Resource(g).Namespace(fluxNS).Patch(ctx, fluxName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -139,9 +139,10 @@ func (c *Cluster) waitFlux(ctx context.Context, t *testing.T, timeout time.Durat
 	t.Helper()
 	t0 := time.Now()
 	var ks, src fluxStatus
+	source := c.flux(ctx, t).source
 	err := Poll(ctx, 500*time.Millisecond, timeout, "Flux: "+what, func(ctx context.Context) (bool, error) {
 		var err error
-		if src, err = c.fluxGet(ctx, gitRepoGVR); err != nil {
+		if src, err = c.fluxGet(ctx, source); err != nil {
 			return false, err
 		}
 		if ks, err = c.fluxGet(ctx, ksGVR); err != nil {
@@ -153,8 +154,8 @@ func (c *Cluster) waitFlux(ctx context.Context, t *testing.T, timeout time.Durat
 		return cond(ks), nil
 	})
 	if err != nil {
-		t.Fatalf("%v\n  GitRepository: Ready=%s %s: %s (artifact %s)\n  Kustomization: Ready=%s %s: %s (applied %s, attempted %s)",
-			err, src.ready, src.reason, src.message, src.applied, ks.ready, ks.reason, ks.message, ks.applied, ks.attempt)
+		t.Fatalf("%v\n  %s: Ready=%s %s: %s (artifact %s)\n  Kustomization: Ready=%s %s: %s (applied %s, attempted %s)",
+			err, source.Resource, src.ready, src.reason, src.message, src.applied, ks.ready, ks.reason, ks.message, ks.applied, ks.attempt)
 	}
 	t.Logf("  .. Flux: %s in %.1fs (Kustomization Ready=%s %s, applied %s)", what, time.Since(t0).Seconds(), ks.ready, ks.reason, ks.applied)
 	return ks
@@ -240,12 +241,12 @@ func (c *Cluster) dumpFlux(p func(string, ...any)) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, g := range []schema.GroupVersionResource{gitRepoGVR, ksGVR} {
+	for _, g := range []schema.GroupVersionResource{r.source, ksGVR} {
 		s, err := c.fluxGet(ctx, g)
 		p("flux %s %s: Ready=%s %s: %s (applied %s, attempted %s; pushed %.12s) err=%v", g.Resource, fluxName,
 			s.ready, s.reason, clip(s.message, 600), s.applied, s.attempt, r.head, err)
 	}
-	for _, f := range []string{"source-controller", "kustomize-controller", "git"} {
+	for _, f := range []string{"source-controller", "kustomize-controller", "git", "registry"} {
 		s, err := tailFile(filepath.Join(c.Dir, "run/logs", f+".log"), 15)
 		if err != nil {
 			s = err.Error()

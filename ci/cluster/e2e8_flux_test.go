@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The GitOps rig of the Flux scenarios (make e2e-flux, ci/cluster/README.md "Flux"): Flux's own source-controller
@@ -42,6 +44,9 @@ type fluxRig struct {
 	bare   string // the bare repository http-backend serves (repoURL)
 	head   string // the commit last pushed
 	synced string // "<version> <mode>" of the last commit Flux applied (ensureFluxSynced)
+	// source is the kind of the Kustomization's source: the GitRepository, or the OCIRepository once the OCI
+	// scenario switched to it (TestFluxOCISignedArtifact).
+	source schema.GroupVersionResource
 }
 
 var (
@@ -85,7 +90,7 @@ func (c *Cluster) flux(ctx context.Context, t *testing.T) *fluxRig {
 	if err := c.ApplyDir(ctx, c.fluxNamespaceDir(t)); err != nil {
 		t.Fatalf("namespace %s: %v", fluxNS, err)
 	}
-	r = &fluxRig{bare: filepath.Join(c.Dir, "git/gvisorgen.git")}
+	r = &fluxRig{bare: filepath.Join(c.Dir, "git/gvisorgen.git"), source: gitRepoGVR}
 	if err := c.gitInit(ctx, r); err != nil {
 		t.Fatal(err)
 	}
