@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 // name is a file of testdata/script; TestHeavyScriptsExist holds them so.
 var heavyScripts = []string{
 	"badinput", "cache", "cache-forged", "diff", "errors", "frontdoor-component-names", "frontdoor-inputs",
-	"frontdoor-policy", "frontdoor-symlinks", "pin", "policy", "push", "values",
+	"frontdoor-policy", "frontdoor-symlinks", "pin", "policy", "push", "delivery-oci", "values",
 }
 
 // heavyEnv set to 1 (make test-heavy) runs the heavy scripts instead of the others.

@@ -25,7 +25,9 @@ import (
 // trusted by the options returned), the way a real registry is reached.
 func testRegistry(t *testing.T) (host string, opts []remote.Option) {
 	t.Helper()
-	srv := httptest.NewTLSServer(registry.New(registry.Logger(discard())))
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(discard())))
+	srv.Config.ErrorLog = discard() // go-containerregistry tries http first for 127.0.0.1
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "https://"), []remote.Option{remote.WithTransport(srv.Client().Transport)}
 }
