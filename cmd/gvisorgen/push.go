@@ -88,11 +88,8 @@ refused or could not be reached, the key or its password, a dirty tree, bad flag
 			return nil
 		},
 	}
+	in.register(cmd, false) // the inputs check takes; push needs exactly one --target
 	fl := cmd.Flags()
-	fl.StringVar(&in.root, "root", ".", "repository root (holds cue/, targets/, overlays/, generated/)")
-	fl.StringArrayVarP(&in.values, "values", "f", nil, "values file unified into the target, as for check; repeatable")
-	fl.StringArrayVar(&in.sets, "set", nil, "set one value, path=value, as for check; repeatable")
-	fl.StringArrayVar(&in.targets, "target", nil, "the target to push (one)")
 	fl.StringVar(&keyFile, "key", "", "private key to sign with: a cosign key file (password in COSIGN_PASSWORD) or a PEM private key")
 	fl.BoolVar(&unsigned, "unsigned", false, "push without a signature")
 	fl.StringVar(&source, "source", "", "the artifact's source annotation (default: the origin remote's URL, credentials removed)")

@@ -190,16 +190,7 @@ func (p *appProject) permits(dst destination) bool {
 func (p *appProject) permitsSource(repo string) bool {
 	matched := false
 	for _, pattern := range p.Spec.SourceRepos {
-		ok := false
-		switch {
-		case pattern == "*":
-			ok = true
-		case isDeny(pattern):
-			ok = !globMatch(pattern[1:], repo, '/')
-		default:
-			ok = globMatch(pattern, repo, '/')
-		}
-		if ok {
+		if argoGlob(pattern, repo, '/') {
 			matched = true
 		} else if isDeny(pattern) {
 			return false
@@ -210,17 +201,17 @@ func (p *appProject) permitsSource(repo string) bool {
 
 func isDeny(pattern string) bool { return strings.HasPrefix(pattern, "!") }
 
-// argoGlob is Argo CD's globMatch with negation allowed and no separators
-// (gobwas/glob, as its util/glob compiles them); a pattern that does not
-// compile matches nothing, as there.
-func argoGlob(pattern, val string) bool {
+// argoGlob is Argo CD's globMatch with negation allowed (gobwas/glob, as its
+// util/glob compiles them: destinations with no separator, sources with "/");
+// a pattern that does not compile matches nothing, as there.
+func argoGlob(pattern, val string, separators ...rune) bool {
 	if isDeny(pattern) {
-		return !globMatch(pattern[1:], val)
+		return !globMatch(pattern[1:], val, separators...)
 	}
 	if pattern == "*" {
 		return true
 	}
-	return globMatch(pattern, val)
+	return globMatch(pattern, val, separators...)
 }
 
 func globMatch(pattern, val string, separators ...rune) bool {

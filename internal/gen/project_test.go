@@ -167,6 +167,32 @@ func TestProjectPermitsAsArgoCD(t *testing.T) {
 	}
 }
 
+// TestProjectPermitsSourceAsArgoCD: sourceRepos as Argo CD's IsSourcePermitted
+// matches them (cases from its app_project_types_test.go): "/" separates, so
+// a "*" covers one path segment; "!" patterns refuse.
+func TestProjectPermitsSourceAsArgoCD(t *testing.T) {
+	for _, c := range []struct {
+		repos []string
+		repo  string
+		want  bool
+	}{
+		{[]string{"https://github.com/gvisorgen/gvisorgen.git"}, "https://github.com/gvisorgen/gvisorgen.git", true},
+		{[]string{"https://github.com/gvisorgen/gvisorgen.git"}, "oci://ghcr.io/acme/gvisor/kind", false},
+		{[]string{"*"}, "oci://ghcr.io/acme/gvisor/kind", true},
+		{[]string{"oci://ghcr.io/acme/gvisor/*"}, "oci://ghcr.io/acme/gvisor/kind", true},
+		{[]string{"oci://ghcr.io/acme/gvisor/*"}, "oci://ghcr.io/acme/gvisor/team/kind", false},
+		{[]string{"oci://ghcr.io/acme/**"}, "oci://ghcr.io/acme/gvisor/team/kind", true},
+		{[]string{"*", "!oci://ghcr.io/acme/gvisor/kind"}, "oci://ghcr.io/acme/gvisor/kind", false},
+		{[]string{"*", "!oci://ghcr.io/acme/gvisor/kind"}, "oci://ghcr.io/acme/gvisor/eks", true},
+	} {
+		p := appProject{}
+		p.Spec.SourceRepos = c.repos
+		if got := p.permitsSource(c.repo); got != c.want {
+			t.Errorf("sourceRepos %v: permitsSource(%s) = %v, want %v", c.repos, c.repo, got, c.want)
+		}
+	}
+}
+
 // TestApplicationWithoutNamespaceRefused: an Application (or the
 // ApplicationSet's template) whose destination the project does not allow
 // is refused by generate, naming the target and the project's destinations.
