@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/load"
 
@@ -116,6 +117,8 @@ type Evaluator struct {
 	// pkg is the module's import path: hidden definitions are looked up
 	// in it.
 	pkg string
+	// cfg is how the module was loaded: Variant loads it again.
+	cfg *load.Config
 }
 
 // Load loads and builds the CUE module.
@@ -146,6 +149,7 @@ func Load(opts Options) (*Evaluator, error) {
 	if usesTag(dir, buildTag) {
 		cfg.Tags = []string{buildTag}
 	}
+	e.cfg = cfg
 	insts := load.Instances([]string{"."}, cfg)
 	if len(insts) != 1 {
 		return nil, fmt.Errorf("loading CUE module %s: want one instance, got %d", dir, len(insts))
@@ -169,6 +173,20 @@ func Load(opts Options) (*Evaluator, error) {
 		}
 	}
 	return e, nil
+}
+
+// Variant loads the module again, lets edit change its files' syntax, and
+// builds it: the values schema without its defaults, say. The Evaluator's own
+// instance is not affected.
+func (e *Evaluator) Variant(edit func([]*ast.File)) (cue.Value, error) {
+	insts := load.Instances([]string{"."}, e.cfg)
+	if err := insts[0].Err; err != nil {
+		return cue.Value{}, e.cueError(err)
+	}
+	edit(insts[0].Files)
+	// The edit may break parts the caller does not look at (a profile
+	// without the default it relies on): the caller validates what it uses.
+	return e.ctx.BuildInstance(insts[0]), nil
 }
 
 // misnamed refuses a file of the CUE folder that the CUE loader would skip

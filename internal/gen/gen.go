@@ -5,6 +5,7 @@ package gen
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 	"github.com/gvisorgen/gvisorgen/internal/render"
+	"github.com/gvisorgen/gvisorgen/internal/schema"
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 	"github.com/gvisorgen/gvisorgen/internal/vet"
 )
@@ -119,6 +121,13 @@ func Build(opts eval.Options) (*Output, error) {
 		}
 		out.Files = append(out.Files, fleet...)
 		out.Roots = append(out.Roots, layout.DeliveryDir)
+		// The editors' schema of a values file, from the same module.
+		js, err := schema.Values(ev)
+		if err != nil {
+			return nil, &Invalid{Err: fmt.Errorf("writing %s: %w", layout.ValuesSchema, err)}
+		}
+		out.Files = append(out.Files, tree.File{Path: layout.ValuesSchema, Data: js.JSON})
+		out.Roots = append(out.Roots, layout.SchemasDir)
 		stale, err := undeclared(opts.Root, res.All)
 		if err != nil {
 			return nil, err

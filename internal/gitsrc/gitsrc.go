@@ -79,7 +79,7 @@ func Export(repo, commit, dest string) error {
 	}
 	args := []string{"archive", "--format=tar", commit, "--"}
 	n := 0
-	for _, p := range append(slices.Clone(layout.Inputs), layout.Outputs...) {
+	for _, p := range append(slices.Clone(layout.Inputs), layout.Written...) {
 		if slices.Contains(args, p) {
 			continue
 		}

@@ -28,6 +28,18 @@ const (
 	SmokeDir     = "smoke"
 )
 
+// SchemasDir holds what generate derives from the CUE module alone: the JSON
+// Schema of a values file (ValuesSchema).
+const SchemasDir = "schemas"
+
+// ValuesSchema is the JSON Schema of a values file, for editors.
+const ValuesSchema = SchemasDir + "/values.schema.json"
+
+// SchemaModeline is the first line of a values file in TargetsDir that
+// points yaml-language-server (VS Code's YAML extension, Neovim, Helix, …)
+// at ValuesSchema.
+const SchemaModeline = "# yaml-language-server: $schema=../" + ValuesSchema
+
 // PinsFile is the CUE file `gvisorgen pin` owns: the digests it resolved,
 // which the schema uses as defaults. Being in the CUE module, it is an input
 // of every run (and of the cache key, and of each side of diff) by itself.
@@ -43,9 +55,13 @@ var KustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Ku
 // Outputs are the folders generate owns, in the order they are written.
 var Outputs = []string{OverlaysDir, GeneratedDir, DeliveryDir, SmokeDir}
 
+// Written are the top-level folders generate writes: the per-target Outputs
+// and SchemasDir.
+var Written = append(append([]string(nil), Outputs...), SchemasDir)
+
 // Inputs are the top-level paths the generator reads: the CUE module, the
 // targets folder, and overlays/ for its patches/ folders. Together with
-// Outputs they are what a git ref must provide to `diff`.
+// Written they are what a git ref must provide to `diff`.
 var Inputs = []string{CUEDir, TargetsDir, OverlaysDir}
 
 // Roots are the folders a target owns: generate writes and prunes only there.

@@ -23,7 +23,7 @@ const repoRoot = "../.."
 
 // folders are every folder name the layout package spells.
 var folders = []string{layout.CUEDir, layout.TargetsDir, layout.PatchesDir,
-	layout.OverlaysDir, layout.GeneratedDir, layout.DeliveryDir, layout.SmokeDir}
+	layout.OverlaysDir, layout.GeneratedDir, layout.DeliveryDir, layout.SmokeDir, layout.SchemasDir}
 
 // allowed are the string literals outside internal/layout that equal a folder
 // name without being one, by file and value, each with its reason. An entry
