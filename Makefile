@@ -37,11 +37,14 @@ vet: build
 # cmd/gvisorgen/main_test.go): fleets evaluated both ways, the fuzz seeds and the kill test of a real generate (its
 # windows are covered step by step in make test by internal/tree's TestKilledAtEveryStep), tens of seconds of CPU.
 # The README's quick start, run as written in a copy of the repository (TestQuickStart), links a fresh gvisorgen.
-HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile|TestKillDuringWrite|TestQuickStart
-HEAVY_PKGS := ./cmd/gvisorgen ./internal/gen ./internal/docs
+# TestValuesAgreeWithVet evaluates every values file of the shared corpus once (internal/schema).
+HEAVY_TESTS := TestMemoSameAsFresh|TestParallelSameAsSerial|FuzzValuesFile|TestKillDuringWrite|TestQuickStart|TestValuesAgreeWithVet
+HEAVY_PKGS := ./cmd/gvisorgen ./internal/gen ./internal/docs ./internal/schema
 
 ## test: lint, unit, golden, CLI and kustomize-parity tests (the inner loop; make test-heavy has the slowest cases)
+# NODE: the values schema's patterns are also run in ECMA-262 (ci/nodejs.sh installs node when missing).
 test: $(KUSTOMIZE) $(CUE) lint
+	NODE=$$(sh ci/nodejs.sh) && export NODE && \
 	KUSTOMIZE=$(KUSTOMIZE) CUE=$(CUE) $(GO) test -count=1 -skip '^($(HEAVY_TESTS))$$' ./...
 	# the node and cluster suites build only under their tags: vet them too
 	$(GO) vet -tags nodetest ./ci/node && $(GO) vet -tags clustertest ./ci/cluster

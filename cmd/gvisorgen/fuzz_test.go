@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rogpeppe/go-internal/txtar"
 )
 
 // FuzzValuesFile feeds arbitrary bytes to generate as a -f values file: the
@@ -15,14 +17,21 @@ import (
 // value is the user's "no", not a failure of the tool). `go test` runs the
 // seeds; `go test -fuzz FuzzValuesFile ./cmd/gvisorgen` explores.
 func FuzzValuesFile(f *testing.F) {
-	for _, s := range []string{
-		"", "{}", "gvisor: {version: \"20240212\"}\n", "gvisor:\n  version: latest\n", "- a\n", "gvisor:\n\tversion: x\n",
-		"gvisor: {instaler: {}}\n", "gvisor:\n  nodeSelector: {\"bad key!\": x}\n", "gvisor: {release: {downloadRetries: 999999999999999999999}}\n",
-		"storageClass: {parameters: {iops: 3000}}\n", "gvisor: {installer: {namespace: \"a\\u007fb\"}}\n", "gvisor: {version: &a x, enabled: *a}\n",
-		"gvisor: {tolerations: [{operator: Equal}]}\n", "profile: gke\n", "policy: {waive: {mutable-image: x}}\n", "a: b: c\n", "'\n", "gvisor: {version: 20240212}\n",
-		"gvisor: {installer: {maxUnavailable: 0%}}\n", "smoke: {image: \"busybox:latest\"}\n", "gvisor: {release: {sha512: {x86_64: {runsc: abc}}}}\n",
-	} {
-		f.Add([]byte(s))
+	// The seeds are the values files of the shared corpus, which
+	// internal/schema also judges with the JSON Schema and with vet.
+	ar, err := txtar.ParseFile("../../internal/schema/testdata/corpus.txtar")
+	if err != nil {
+		f.Fatal(err)
+	}
+	seeds := 0
+	for _, file := range ar.Files {
+		if strings.HasPrefix(file.Name, "values/") {
+			f.Add(file.Data)
+			seeds++
+		}
+	}
+	if seeds < 20 {
+		f.Fatalf("only %d values files in the corpus", seeds)
 	}
 	repo := f.TempDir()
 	cueDir, err := filepath.Abs("../../cue")

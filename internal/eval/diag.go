@@ -208,19 +208,26 @@ func (e *Evaluator) schemaRoot(root string) cue.Value {
 	return e.inst.LookupPath(cue.ParsePath("#Objects")).LookupPath(cue.MakePath(cue.Str(root)))
 }
 
-// inputPositions are the positions of a field in the user's inputs.
+// inputPositions are the positions of a field in the user's inputs; when
+// none sets it (a required field that is missing), those of the closest
+// enclosing field one sets: the part of the input to look at.
 func inputPositions(ins []cue.Value, path string) []token.Pos {
 	sels, err := userSels(path)
 	if err != nil {
 		return nil
 	}
-	var out []token.Pos
-	for _, in := range ins {
-		if v := in.LookupPath(cue.MakePath(sels...)); v.Exists() && v.Pos().IsValid() {
-			out = append(out, v.Pos())
+	for n := len(sels); n > 0; n-- {
+		var out []token.Pos
+		for _, in := range ins {
+			if v := in.LookupPath(cue.MakePath(sels[:n]...)); v.Exists() && v.Pos().IsValid() {
+				out = append(out, v.Pos())
+			}
+		}
+		if len(out) > 0 {
+			return out
 		}
 	}
-	return out
+	return nil
 }
 
 // hiddenRule: for a path that ends in a hidden field of the schema (a rule

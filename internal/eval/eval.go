@@ -68,6 +68,25 @@ type Target struct {
 	// Example says that the target is one of the module's shipped examples,
 	// as shipped (see shippedExample): its warnings may be folded.
 	Example bool
+	// where finds a field in the target's inputs (nil for a target made
+	// outside Evaluate).
+	where func(path string) []string
+}
+
+// Where says where the target's inputs set a field (a dotted values path),
+// or the closest enclosing field they set, as lines "    file:line:col" to
+// follow a message about it (CUE's error format): a rule that the Go side
+// checks names the line to change, as CUE's errors do. "" when no input of
+// the user's sets it.
+func (t *Target) Where(path string) string {
+	if t.where == nil || path == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, at := range t.where(path) {
+		b.WriteString("\n    " + at)
+	}
+	return b.String()
 }
 
 // Result is the evaluation of every selected target, sorted by name.

@@ -97,12 +97,12 @@ func projectProblems(res *eval.Result) ([]string, error) {
 				if strings.HasPrefix(repo, "oci://") {
 					field, fix = "delivery.oci.url", "put the artifact under fleet.oci.repository (the project allows <repository>/*)"
 				}
-				out = append(out, fmt.Sprintf("target %s: %s %s is not a source of the Argo CD project %s (%v): Argo CD would refuse the Application; %s, or a project of your own (delivery.argocd.project)",
-					t.Name, field, repo, proj.Metadata.Name, proj.Spec.SourceRepos, fix))
+				out = append(out, fmt.Sprintf("target %s: %s %s is not a source of the Argo CD project %s (%v): Argo CD would refuse the Application; %s, or a project of your own (delivery.argocd.project)%s",
+					t.Name, field, repo, proj.Metadata.Name, proj.Spec.SourceRepos, fix, t.Where(field)))
 			}
 			if !proj.permits(app.Spec.Destination) {
-				out = append(out, fmt.Sprintf("target %s: the Application's destination %s is not one the Argo CD project %s allows (%s): Argo CD would refuse it before any sync",
-					t.Name, app.Spec.Destination, proj.Metadata.Name, proj.destinations()))
+				out = append(out, fmt.Sprintf("target %s: the Application's destination %s is not one the Argo CD project %s allows (%s): Argo CD would refuse it before any sync%s",
+					t.Name, app.Spec.Destination, proj.Metadata.Name, proj.destinations(), t.Where("delivery.argocd.destination")))
 			}
 			for _, o := range t.Objects {
 				gk := groupKind{groupOf(o.APIVersion), o.Kind}

@@ -2,8 +2,8 @@ package schema
 
 import (
 	"fmt"
-	"sort"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -31,9 +31,21 @@ import (
 //   - A pattern constraint over a definition of a few strings ([#PolicyID]:
 //     x) becomes one optional field per string: the same closed struct, which
 //     the encoder can say (it gives up on such a pattern).
+//   - A pattern constraint over another string definition ([#LabelKey]: x,
+//     which two regular expressions make: the encoder takes one) becomes
+//     [string]: x, and the definition returns as the struct's propertyNames
+//     (names).
 type editor struct {
 	inst    cue.Value
 	dropped []string
+	names   []propertyNames
+}
+
+// propertyNames is a struct (at path: a definition's name, then field names)
+// whose keys must be a definition's (def, without #).
+type propertyNames struct {
+	path []string
+	def  string
 }
 
 func (e *editor) edit(files []*ast.File) {
@@ -79,13 +91,13 @@ func (e *editor) edit(files []*ast.File) {
 				}
 				return true
 			}, nil)
-			d.field.Value = e.rewrite(d.file, d.field.Value, d.imports)
+			d.field.Value = e.rewrite(d.file, name, d.field.Value, d.imports)
 		}
 	}
 	sort.Strings(e.dropped)
 }
 
-func (e *editor) rewrite(file string, n ast.Expr, imports map[string]bool) ast.Expr {
+func (e *editor) rewrite(file, def string, n ast.Expr, imports map[string]bool) ast.Expr {
 	static := func(x ast.Expr) bool { return refersToNoData(x, imports) }
 	drop := func(x ast.Node) {
 		var b []byte
@@ -118,6 +130,11 @@ func (e *editor) rewrite(file string, n ast.Expr, imports map[string]bool) ast.E
 		case *ast.Field:
 			if id, ok := x.Label.(*ast.Ident); ok && strings.HasPrefix(id.Name, "_") {
 				return false // hidden: no part of a values file
+			}
+			if name, ok := e.stringPattern(x); ok {
+				x.Label = &ast.ListLit{Elts: []ast.Expr{ast.NewIdent("string")}}
+				e.names = append(e.names, propertyNames{path: append([]string{def}, fieldPath(c)...), def: name})
+				return true
 			}
 			if keys := e.patternKeys(x); keys != nil {
 				for i := len(keys) - 1; i >= 0; i-- {
@@ -234,6 +251,39 @@ func dropUnusedLets(n ast.Node) bool {
 		return true
 	}, nil)
 	return changed
+}
+
+// stringPattern reports the definition of a pattern label [#Def] whose
+// definition is a string constraint other than a few strings.
+func (e *editor) stringPattern(f *ast.Field) (string, bool) {
+	l, ok := f.Label.(*ast.ListLit)
+	if !ok || len(l.Elts) != 1 || e.patternKeys(f) != nil {
+		return "", false
+	}
+	id, ok := l.Elts[0].(*ast.Ident)
+	if !ok || !strings.HasPrefix(id.Name, "#") {
+		return "", false
+	}
+	def := e.inst.LookupPath(cue.ParsePath(id.Name))
+	if !def.Exists() || def.IncompleteKind() != cue.StringKind {
+		return "", false
+	}
+	return id.Name[1:], true
+}
+
+// fieldPath is the labels of the fields enclosing c's node, outermost first.
+func fieldPath(c astutil.Cursor) []string {
+	var out []string
+	for p := c.Parent(); p != nil; p = p.Parent() {
+		if f, ok := p.Node().(*ast.Field); ok {
+			name, _, err := ast.LabelName(f.Label)
+			if err != nil {
+				name = "?"
+			}
+			out = append([]string{name}, out...)
+		}
+	}
+	return out
 }
 
 // patternKeys are the strings a pattern label [#Def] stands for, when #Def

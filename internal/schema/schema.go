@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/gvisorgen/gvisorgen/internal/tree"
 )
-
 
 // Result is the encoded schema and what it leaves to evaluation.
 type Result struct {
@@ -47,21 +47,16 @@ func Values(m Module) (*Result, error) {
 	if err := values.Validate(); err != nil {
 		return nil, fmt.Errorf("#Values for editors: %w", err)
 	}
-	expr, err := jsonschema.Generate(values, &jsonschema.GenerateConfig{NamesFunc: names})
+	root, err := generateJSON(values)
 	if err != nil {
 		return nil, fmt.Errorf("encoding #Values as JSON Schema: %w", err)
-	}
-	b, err := inst.Context().BuildExpr(expr).MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("encoding #Values as JSON Schema: %w", err)
-	}
-	var root map[string]any
-	if err := json.Unmarshal(b, &root); err != nil {
-		return nil, err
 	}
 	root["$comment"] = tree.HeaderText // so the file starts with tree.JSONHeader
 	root["title"] = "gvisorgen values: a targets/<name>.yaml file or a -f file"
 	tidy(root)
+	if err := addPropertyNames(root, ed.names, inst); err != nil {
+		return nil, err
+	}
 	if err := ecmaPatterns(root); err != nil {
 		return nil, err
 	}
@@ -73,6 +68,20 @@ func Values(m Module) (*Result, error) {
 		return nil, err
 	}
 	return &Result{JSON: out.Bytes(), Dropped: ed.dropped}, nil
+}
+
+// generateJSON runs CUE's encoder on v.
+func generateJSON(v cue.Value) (map[string]any, error) {
+	expr, err := jsonschema.Generate(v, &jsonschema.GenerateConfig{NamesFunc: names})
+	if err != nil {
+		return nil, err
+	}
+	b, err := v.Context().BuildExpr(expr).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(b, &out)
 }
 
 // names names a definition by its path (#DNSLabel → DNSLabel,
@@ -100,4 +109,42 @@ func trimHash(s string) string {
 		return s[1:]
 	}
 	return s
+}
+
+// addPropertyNames puts back the key constraints editor turned into
+// [string]: each struct gets propertyNames, a reference to its definition.
+func addPropertyNames(root map[string]any, names []propertyNames, inst cue.Value) error {
+	defs, _ := root["$defs"].(map[string]any)
+	if defs == nil {
+		defs = map[string]any{}
+		root["$defs"] = defs
+	}
+	for _, pn := range names {
+		node, ok := root, true
+		if pn.path[0] != "#Values" {
+			node, ok = defs[trimHash(pn.path[0])].(map[string]any)
+		}
+		for _, name := range pn.path[1:] {
+			if !ok {
+				break
+			}
+			props, _ := node["properties"].(map[string]any)
+			node, ok = props[name].(map[string]any)
+		}
+		if !ok {
+			return fmt.Errorf("the key constraint [#%s] of %s: no such object in the encoded schema", pn.def, strings.Join(pn.path, "."))
+		}
+		node["propertyNames"] = map[string]any{"$ref": "#/$defs/" + pn.def}
+		if _, ok := defs[pn.def]; ok {
+			continue
+		}
+		// The definition is used only as a key: encode it on its own.
+		d, err := generateJSON(inst.LookupPath(cue.ParsePath("#" + pn.def)))
+		if err != nil {
+			return fmt.Errorf("encoding #%s: %w", pn.def, err)
+		}
+		delete(d, "$schema")
+		defs[pn.def] = d
+	}
+	return nil
 }

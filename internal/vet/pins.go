@@ -111,10 +111,10 @@ func pinFindings(t eval.Target) (errs []finding, warns []warn.Warning) {
 		switch {
 		case strings.HasPrefix(rel.BaseURL, "http://"):
 			// Not a policy: the node refuses it whatever the values say.
-			errs = append(errs, finding{msg: fmt.Sprintf("gvisor.release.baseURL %s is plain http: the installer installs an unpinned artifact only when it was fetched over https with a verified certificate, so every node would refuse %s of release %s; pin them (`gvisorgen pin`) or serve the mirror over https",
+			errs = append(errs, finding{field: "gvisor.release.baseURL", msg: fmt.Sprintf("gvisor.release.baseURL %s is plain http: the installer installs an unpinned artifact only when it was fetched over https with a verified certificate, so every node would refuse %s of release %s; pin them (`gvisorgen pin`) or serve the mirror over https",
 				rel.BaseURL, list, v.Gvisor.Version)})
 		case v.Policy.RequirePins:
-			errs = append(errs, finding{policy: "unpinned-release", msg: fmt.Sprintf("gvisorgen policy unpinned-release: gvisor.release.sha512 pins no digest for %s of release %s, and the profile %s requires pins: run `gvisorgen pin` (it writes cue/pins.cue from the published digests, fetched over verified TLS), or waive unpinned-release with a reason",
+			errs = append(errs, finding{policy: "unpinned-release", field: "gvisor.release.sha512", msg: fmt.Sprintf("gvisorgen policy unpinned-release: gvisor.release.sha512 pins no digest for %s of release %s, and the profile %s requires pins: run `gvisorgen pin` (it writes cue/pins.cue from the published digests, fetched over verified TLS), or waive unpinned-release with a reason",
 				list, v.Gvisor.Version, t.Profile)})
 		default:
 			warns = append(warns, warn.Warning{Cause: warn.Unpinned, Target: t.Name, Subject: "gvisor.release.sha512", Action: pinAction, Example: t.Example,
@@ -129,7 +129,7 @@ func pinFindings(t eval.Target) (errs []finding, warns []warn.Warning) {
 		}
 		msg := fmt.Sprintf("%s %s:%s has no digest: the tag can move under a committed tree and %s", pi.Field, img.Repository, img.Tag, pi.risk)
 		if v.Policy.RequirePins {
-			errs = append(errs, finding{policy: "unpinned-image", msg: "gvisorgen policy unpinned-image: " + msg + "; run `gvisorgen pin` (it resolves the tag to its digest), or waive unpinned-image with a reason"})
+			errs = append(errs, finding{policy: "unpinned-image", field: pi.Field, msg: "gvisorgen policy unpinned-image: " + msg + "; run `gvisorgen pin` (it resolves the tag to its digest), or waive unpinned-image with a reason"})
 		} else {
 			warns = append(warns, warn.Warning{Cause: warn.Unpinned, Target: t.Name, Subject: pi.Field, Action: pinAction, Example: t.Example,
 				Message: fmt.Sprintf("target %s: %s; run `gvisorgen pin` to pin it", t.Name, msg)})

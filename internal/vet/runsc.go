@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
@@ -100,7 +101,7 @@ func runscFindings(t eval.Target) (errs []finding, warns []warn.Warning) {
 			}
 			msg := fmt.Sprintf("gvisor.runsc.config %s = %s weakens the sandbox: %s", n, val, f.Reason)
 			if f.Refuse {
-				errs = append(errs, finding{policy: "runsc-isolation", msg: "gvisorgen policy runsc-isolation: " + msg + "; remove it, or waive runsc-isolation with a reason"})
+				errs = append(errs, finding{policy: "runsc-isolation", field: "gvisor.runsc.config." + strconv.Quote(n), msg: "gvisorgen policy runsc-isolation: " + msg + "; remove it, or waive runsc-isolation with a reason"})
 			} else {
 				warns = append(warns, warn.Warning{Cause: warn.RunscFlag, Target: t.Name, Subject: n, Example: t.Example, Action: "remove it unless this cluster needs it",
 					Message: fmt.Sprintf("target %s: %s", t.Name, msg)})

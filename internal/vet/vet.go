@@ -121,7 +121,7 @@ func Targets(ts []eval.Target, f Facts) Report {
 		errs, warns = append(errs, rerrs...), append(warns, rwarns...)
 		for _, f := range errs {
 			if !w.waived(f.policy) {
-				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s", t.Name, f.msg))
+				r.Errors = append(r.Errors, fmt.Sprintf("target %s: %s%s", t.Name, f.msg, t.Where(f.field)))
 			}
 		}
 		r.Warnings = append(r.Warnings, warns...)
@@ -131,8 +131,9 @@ func Targets(ts []eval.Target, f Facts) Report {
 	return r
 }
 
-// finding is one problem of an object, and the policy it breaks, if any.
-type finding struct{ msg, policy string }
+// finding is one problem of an object or a target, the policy it breaks, if
+// any, and the values field it is about, if one (its line is shown).
+type finding struct{ msg, policy, field string }
 
 // Waivers reads policy.waive from a target's values (JSON): the waived
 // policies and their reasons.
