@@ -18,7 +18,9 @@ if ! command -v git >/dev/null 2>&1; then
 	apt-get install -y -qq --no-install-recommends git >/dev/null
 fi
 sh ci/flux/build.sh
-echo "e2e-flux: git and Flux's controllers ready in $(($(now) - t))s"
+# the OCI scenario's registry: the Distribution project's, built from its module (cached)
+sh ci/registry/build.sh
+echo "e2e-flux: git, Flux's controllers and the registry ready in $(($(now) - t))s"
 GVZ_CLUSTER_VERSIONS=${GVZ_CLUSTER_VERSIONS:-16 24} \
 	GVZ_CLUSTER_RUN=${GVZ_CLUSTER_RUN:-'^(TestClusterUp|TestFlux.*|TestMachineFilesUnchanged)$'} \
 	GVZ_CLUSTER_SKIP='' exec sh ci/cluster/e2e.sh "$@"

@@ -129,10 +129,6 @@ func (c *Cluster) fluxNamespaceDir(t *testing.T) string {
 // startController starts one controller in the node's network and PID namespaces (nsenter -n -p: the machine's
 // files, the node's loopback), with the admin kubeconfig, leader election off, its log in run/logs/.
 func (c *Cluster) startController(dir, name, metrics, health string) error {
-	logf, err := os.Create(filepath.Join(c.Dir, "run/logs", name+".log"))
-	if err != nil {
-		return err
-	}
 	args := []string{"-t", fmt.Sprint(c.pid), "-n", "-p", "--", filepath.Join(dir, name),
 		"--enable-leader-election=false", "--log-encoding=console", "--events-addr=",
 		"--metrics-addr=" + metrics, "--health-addr=" + health}
@@ -143,10 +139,20 @@ func (c *Cluster) startController(dir, name, metrics, health string) error {
 		}
 		args = append(args, "--storage-path="+store, "--storage-addr="+storageAddr, "--storage-adv-addr="+storageAddr)
 	}
+	return c.startInNode(name, args, "KUBECONFIG="+filepath.Join(c.Dir, "conf/admin.kubeconfig"), "RUNTIME_NAMESPACE="+fluxNS)
+}
+
+// startInNode starts a process (nsenter's arguments: -t PID -n -p -- ARGV) in the node's network and PID
+// namespaces, its output in run/logs/NAME.log.
+func (c *Cluster) startInNode(name string, args []string, env ...string) error {
+	logf, err := os.Create(filepath.Join(c.Dir, "run/logs", name+".log"))
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command("nsenter", args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(c.Dir, "conf/admin.kubeconfig"), "RUNTIME_NAMESPACE="+fluxNS)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// nsenter -p forks the controller into the node's PID namespace, where it dies with the node's PID 1; nsenter
+	// nsenter -p forks the process into the node's PID namespace, where it dies with the node's PID 1; nsenter
 	// itself dies with this binary.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := make(chan error)

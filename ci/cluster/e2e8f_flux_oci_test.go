@@ -6,10 +6,8 @@ import (
 	"context"
 	"crypto/elliptic"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
-	"io"
-	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,8 +23,8 @@ import (
 )
 
 // The OCI scenario (Flux 6, make e2e-flux, on the newest containerd of the run): the user's switch from git to the
-// signed artifact docs/gitops.md describes. A registry (go-containerregistry's, in this test process, over HTTPS with
-// the test CA, listening in the node's network namespace) receives what `gvisorgen push` publishes; Flux's own
+// signed artifact docs/gitops.md describes. A registry (the Distribution project's v3, a process in the node's
+// network namespace, over HTTPS with the test CA) receives what `gvisorgen push` publishes; Flux's own
 // source-controller verifies it with cosign (the public key from the committed values) before kustomize-controller
 // applies it.
 const (
@@ -65,7 +62,7 @@ func TestFluxOCISignedArtifact(t *testing.T) {
 		r := c.flux(ctx, t)
 		c.ensureRunning(ctx, t, runcSleeper)
 		keys := c.cosignKeys(t)
-		c.serveRegistry(t)
+		c.serveRegistry(ctx, t)
 		c.ociCASecret(ctx, t)
 		first, next := fluxReleases(c.V)
 		values := func(y string) string {
@@ -209,31 +206,80 @@ func (c *Cluster) cosignKeys(t *testing.T) cosignKeys {
 	return k
 }
 
-// serveRegistry serves an in-memory OCI registry over HTTPS (the mirror's certificate, issued by the test CA for
-// the node's IP) on registryAddr of the node's network namespace, once per cluster.
-func (c *Cluster) serveRegistry(t *testing.T) {
+// registryDir is ci/registry/build.sh's cache folder (the registry binary).
+func registryDir() (string, error) {
+	out, err := exec.Command("sh", filepath.Join(repoRoot, "ci/registry/build.sh"), "--dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("ci/registry/build.sh --dir: %w", err)
+	}
+	d := strings.TrimSpace(string(out))
+	if !exists(filepath.Join(d, "registry")) {
+		return "", fmt.Errorf("%s has no registry: run sh ci/registry/build.sh (make e2e-flux does)", d)
+	}
+	return d, nil
+}
+
+// serveRegistry runs the Distribution project's registry (distribution/distribution v3, ci/registry/build.sh) over
+// HTTPS with the mirror's certificate (issued by the test CA for the node's IP) on registryAddr of the node's
+// network namespace, its storage on disk, once per cluster; it dies with the node, like the controllers.
+func (c *Cluster) serveRegistry(ctx context.Context, t *testing.T) {
 	t.Helper()
 	if c.registry {
 		return
 	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(work, "tls/mirror.pem"), filepath.Join(work, "tls/mirror.key"))
+	dir, err := registryDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(c.Dir, "run/logs/registry.log"))
+	d := filepath.Join(c.Dir, "registry")
+	if err := os.MkdirAll(filepath.Join(d, "storage"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`version: 0.1
+log:
+  level: info
+  formatter: text
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+  tls:
+    certificate: %s
+    key: %s
+`, filepath.Join(d, "storage"), registryAddr, filepath.Join(work, "tls/mirror.pem"), filepath.Join(work, "tls/mirror.key"))
+	if err := os.WriteFile(filepath.Join(d, "config.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-t", fmt.Sprint(c.pid), "-n", "-p", "--", filepath.Join(dir, "registry"), "serve", filepath.Join(d, "config.yml")}
+	if err := c.startInNode("registry", args); err != nil {
+		t.Fatal(err)
+	}
+	// Ready when /v2/ answers over TLS that the test CA verifies.
+	ca, err := os.ReadFile(filepath.Join(work, "tls/ca.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l net.Listener
-	if err := c.inNetns(func() (err error) { l, err = net.Listen("tcp", registryAddr); return err }); err != nil {
-		t.Fatalf("registry on %s: %v", registryAddr, err)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: c.dial,
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url := "https://" + registryAddr + "/v2/"
+	err = Poll(ctx, 250*time.Millisecond, 60*time.Second, url, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		log, _ := tailFile(filepath.Join(c.Dir, "run/logs/registry.log"), 20)
+		t.Fatalf("registry not ready on %s: %v\n%s", registryAddr, err, log)
 	}
-	srv := &http.Server{
-		Handler:   registry.New(registry.Logger(log.New(logf, "", log.Ltime))),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ErrorLog:  log.New(io.Discard, "", 0),
-	}
-	go srv.ServeTLS(l, "", "") // ends with this process (the node's namespace goes with it)
 	c.registry = true
 }
 
