@@ -230,6 +230,30 @@ func inputPositions(ins []cue.Value, path string) []token.Pos {
 	return nil
 }
 
+// positions indexes where the inputs set each field (by its CUE path), as
+// positions relative to the working directory.
+func (e *Evaluator) positions(ins []cue.Value) map[string][]string {
+	idx := map[string][]string{}
+	var walk func(v cue.Value, sels []cue.Selector)
+	walk = func(v cue.Value, sels []cue.Selector) {
+		if len(sels) > 0 && v.Pos().IsValid() {
+			k := cue.MakePath(sels...).String()
+			idx[k] = append(idx[k], e.rel(v.Pos()))
+		}
+		it, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			walk(it.Value(), append(sels[:len(sels):len(sels)], it.Selector()))
+		}
+	}
+	for _, in := range ins {
+		walk(in, nil)
+	}
+	return idx
+}
+
 // hiddenRule: for a path that ends in a hidden field of the schema (a rule
 // computed over its parent, e.g. #StorageClassParameters' _bytes), the
 // parent's path and the first sentence of the hidden field's doc.

@@ -68,9 +68,9 @@ type Target struct {
 	// Example says that the target is one of the module's shipped examples,
 	// as shipped (see shippedExample): its warnings may be folded.
 	Example bool
-	// where finds a field in the target's inputs (nil for a target made
-	// outside Evaluate).
-	where func(path string) []string
+	// where is where the target's inputs set each field (positions), kept
+	// instead of the inputs themselves, which would keep their CUE runtime.
+	where map[string][]string
 }
 
 // Where says where the target's inputs set a field (a dotted values path),
@@ -79,14 +79,20 @@ type Target struct {
 // checks names the line to change, as CUE's errors do. "" when no input of
 // the user's sets it.
 func (t *Target) Where(path string) string {
-	if t.where == nil || path == "" {
+	sels, err := userSels(path)
+	if err != nil || t.where == nil {
 		return ""
 	}
-	var b strings.Builder
-	for _, at := range t.where(path) {
-		b.WriteString("\n    " + at)
+	for n := len(sels); n > 0; n-- {
+		if at := t.where[cue.MakePath(sels[:n]...).String()]; len(at) > 0 {
+			var b strings.Builder
+			for _, a := range at {
+				b.WriteString("\n    " + a)
+			}
+			return b.String()
+		}
 	}
-	return b.String()
+	return ""
 }
 
 // Result is the evaluation of every selected target, sorted by name.

@@ -205,14 +205,7 @@ func (e *Evaluator) evalTarget(t source, user []cue.Value) (*Target, error) {
 		return nil, targetErr(t.name, err)
 	}
 	out := &Target{Name: t.name, Profile: profile, Values: values, Example: len(user) == 0 && shippedExample(t, profile)}
-	ins := append([]cue.Value{t.val}, user...)
-	out.where = func(path string) []string {
-		var at []string
-		for _, p := range inputPositions(ins, path) {
-			at = append(at, e.rel(p))
-		}
-		return at
-	}
+	out.where = e.positions(append([]cue.Value{t.val}, user...))
 	for i, part := range []struct {
 		def cue.Value
 		dst *[]Object
