@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -78,6 +79,27 @@ func (c *Cluster) podRelease(ctx context.Context, t *testing.T, name string) str
 	return ""
 }
 
+// waitReleaseUnused waits until no process of the machine runs a file of release rel's folder (as the installer
+// checks before it removes a release).
+func (c *Cluster) waitReleaseUnused(ctx context.Context, t *testing.T, rel string) {
+	t.Helper()
+	dir := "/gvisor-releases/" + rel + "/"
+	var users []string
+	err := Poll(ctx, 250*time.Millisecond, 60*time.Second, "no process runs "+dir, func(ctx context.Context) (bool, error) {
+		users = users[:0]
+		procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+		for _, p := range procs {
+			if exe, err := os.Readlink(p); err == nil && strings.Contains(exe, dir) {
+				users = append(users, filepath.Base(filepath.Dir(p))+" "+exe)
+			}
+		}
+		return len(users) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("release %s still in use after its pod was deleted: %v (%s)", rel, err, strings.Join(users, "; "))
+	}
+}
+
 // onRelease: the harness pod s runs, started on release rel (recreated when it runs on another).
 func (c *Cluster) onRelease(ctx context.Context, t *testing.T, s podSpec, rel string) {
 	t.Helper()
@@ -108,6 +130,10 @@ func (c *Cluster) acrossBump(ctx context.Context, t *testing.T, name, to string)
 	c.restartInSandbox(ctx, t, name, from)
 	c.deletePod(ctx, t, "default", name)
 	delete(c.states, name)
+	// The API forgets the pod before its sandbox's processes (runsc, the release's shim) have all exited: seen on
+	// containerd 1.6 with the 2022 shim (stop 43's CI run: the installer rightly kept the release a process still
+	// ran). The installer keeps a release while any process runs one of its files, so wait for them first.
+	c.waitReleaseUnused(ctx, t, from)
 	c.rerunInstaller(ctx, t)
 	c.assertReleases(t, to)
 	if n := c.Restarts() - r0; n != 0 {
