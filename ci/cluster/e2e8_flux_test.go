@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -173,7 +174,12 @@ func (c *Cluster) startInNode(name string, args []string, env ...string) error {
 
 // waitHTTP waits until a URL of the node's network namespace answers 200.
 func (c *Cluster) waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	hc := &http.Client{Transport: &http.Transport{DialContext: c.dial}, Timeout: 5 * time.Second}
+	return c.waitURL(ctx, nil, url, timeout)
+}
+
+// waitURL waits until a URL of the node's network namespace answers 200, over TLS with tc for https.
+func (c *Cluster) waitURL(ctx context.Context, tc *tls.Config, url string, timeout time.Duration) error {
+	hc := &http.Client{Transport: &http.Transport{DialContext: c.dial, TLSClientConfig: tc}, Timeout: 5 * time.Second}
 	return Poll(ctx, 250*time.Millisecond, timeout, url, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := hc.Do(req)

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,18 +263,7 @@ http:
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: c.dial,
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	url := "https://" + registryAddr + "/v2/"
-	err = Poll(ctx, 250*time.Millisecond, 60*time.Second, url, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	err = c.waitURL(ctx, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, "https://"+registryAddr+"/v2/", 60*time.Second)
 	if err != nil {
 		log, _ := tailFile(filepath.Join(c.Dir, "run/logs/registry.log"), 20)
 		t.Fatalf("registry not ready on %s: %v\n%s", registryAddr, err, log)

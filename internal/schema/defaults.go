@@ -253,22 +253,29 @@ func dropUnusedLets(n ast.Node) bool {
 	return changed
 }
 
-// stringPattern reports the definition of a pattern label [#Def] whose
-// definition is a string constraint other than a few strings.
-func (e *editor) stringPattern(f *ast.Field) (string, bool) {
+// patternDef is the package definition a pattern label [#Def] names, and
+// its name without #.
+func (e *editor) patternDef(f *ast.Field) (string, cue.Value, bool) {
 	l, ok := f.Label.(*ast.ListLit)
-	if !ok || len(l.Elts) != 1 || e.patternKeys(f) != nil {
-		return "", false
+	if !ok || len(l.Elts) != 1 {
+		return "", cue.Value{}, false
 	}
 	id, ok := l.Elts[0].(*ast.Ident)
 	if !ok || !strings.HasPrefix(id.Name, "#") {
-		return "", false
+		return "", cue.Value{}, false
 	}
 	def := e.inst.LookupPath(cue.ParsePath(id.Name))
-	if !def.Exists() || def.IncompleteKind() != cue.StringKind {
+	return id.Name[1:], def, def.Exists()
+}
+
+// stringPattern reports the definition of a pattern label [#Def] whose
+// definition is a string constraint other than a few strings.
+func (e *editor) stringPattern(f *ast.Field) (string, bool) {
+	name, def, ok := e.patternDef(f)
+	if !ok || def.IncompleteKind() != cue.StringKind || e.patternKeys(f) != nil {
 		return "", false
 	}
-	return id.Name[1:], true
+	return name, true
 }
 
 // fieldPath is the labels of the fields enclosing c's node, outermost first.
@@ -289,16 +296,8 @@ func fieldPath(c astutil.Cursor) []string {
 // patternKeys are the strings a pattern label [#Def] stands for, when #Def
 // is a package definition that is one string or a disjunction of strings.
 func (e *editor) patternKeys(f *ast.Field) []string {
-	l, ok := f.Label.(*ast.ListLit)
-	if !ok || len(l.Elts) != 1 {
-		return nil
-	}
-	id, ok := l.Elts[0].(*ast.Ident)
-	if !ok || !strings.HasPrefix(id.Name, "#") {
-		return nil
-	}
-	def := e.inst.LookupPath(cue.ParsePath(id.Name))
-	if !def.Exists() {
+	_, def, ok := e.patternDef(f)
+	if !ok {
 		return nil
 	}
 	vals := []cue.Value{def}

@@ -32,14 +32,7 @@ func committed(t *testing.T) (raw []byte, def func(name string) *jsonschema.Sche
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("values.schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
+	c := compiler(t, raw)
 	return raw, func(name string) *jsonschema.Schema {
 		t.Helper()
 		loc := "values.schema.json"
@@ -304,7 +297,8 @@ func TestValuesFilesValidate(t *testing.T) {
 	}
 }
 
-func compile(t *testing.T, raw []byte) *jsonschema.Schema {
+// compiler holds a schema's JSON as the resource values.schema.json.
+func compiler(t *testing.T, raw []byte) *jsonschema.Compiler {
 	t.Helper()
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -314,7 +308,13 @@ func compile(t *testing.T, raw []byte) *jsonschema.Schema {
 	if err := c.AddResource("values.schema.json", doc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Compile("values.schema.json")
+	return c
+}
+
+// compile compiles a schema's root.
+func compile(t *testing.T, raw []byte) *jsonschema.Schema {
+	t.Helper()
+	s, err := compiler(t, raw).Compile("values.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
