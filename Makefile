@@ -2,7 +2,9 @@
 GO        ?= go
 # -trimpath keeps the checkout's folder out of Go's build cache keys (and the binaries): a fresh clone elsewhere (CI
 # clones one per run) then reuses the compiled packages instead of compiling the module and its test binaries again.
-export GOFLAGS += -trimpath
+# -ldflags=-w: no DWARF, which nobody reads here (stack traces use the symbol table): linking a test binary that holds
+# CUE, kustomize and the Kubernetes API takes 4 s instead of 6, and make test links a dozen of them (58 s against 62).
+export GOFLAGS += -trimpath -ldflags=-w
 CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gvisorgen
 TOOLBIN   := $(CACHE)/bin
 KUSTOMIZE_VERSION := v5.8.2
