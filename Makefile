@@ -17,7 +17,7 @@ KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux bench schemas docs fmt lint scan scan-all clean
+.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -87,6 +87,11 @@ e2e-cluster:
 e2e-flux:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e-flux.sh
+
+## e2e-argocd: Argo CD's own application-controller, repo-server and applicationset-controller (built, cached) sync the committed e2e target from a served git repository into a fresh cluster (containerd 2.4.2): first sync Healthy after the installer, Synced across comparisons, a hand edit healed
+e2e-argocd: $(KUSTOMIZE)
+	sh ci/cluster/setup.sh
+	KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh
 
 ## scan: kube-score on the committed generated/ and smoke/ (make check keeps them fresh); every finding must be justified in ci/scan/accepted.tsv (docs/security.md)
 scan: $(KUBE_SCORE)

@@ -115,6 +115,7 @@ func (c *Cluster) dump(t *testing.T) {
 		p("%s.log (tail):\n%s", f, indent(clipLines(s, 300), "    "))
 	}
 	c.dumpFlux(p) // the Flux run only (e2e8_flux_sync_test.go)
+	c.dumpArgo(p) // the Argo CD run only (e2e7_argocd_test.go)
 	for _, d := range []string{"/etc/containerd", "/usr/local/bin"} {
 		p("%s: %s", d, lsDir(c.HostPath(d)))
 	}

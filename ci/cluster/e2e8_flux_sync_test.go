@@ -39,25 +39,39 @@ var (
 	ksGVR      = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
 )
 
-// fluxCommit renders the target for version and mode the documented way (c.target), adds the delivery values and
-// edit's change (nil: none), generates again, commits everything and pushes: it returns the commit.
+// fluxCommit commits the target for version and mode with Flux's delivery values (commitTarget).
 func (c *Cluster) fluxCommit(ctx context.Context, t *testing.T, version, mode string, edit func(string) string, msg string) string {
 	t.Helper()
 	r := c.flux(ctx, t)
+	sha := c.commitTarget(ctx, t, version, mode, fluxValues, false, edit, msg)
+	r.head = sha
+	return sha
+}
+
+// commitTarget renders the target for version and mode the documented way (c.target), adds the delivery values and
+// edit's change (nil: none), generates again (every target with fleet: the fleet's objects too, which a --target run
+// leaves alone), commits everything and pushes to the served repository (gitRig): it returns the commit.
+func (c *Cluster) commitTarget(ctx context.Context, t *testing.T, version, mode, delivery string, fleet bool, edit func(string) string, msg string) string {
+	t.Helper()
+	c.gitRig(ctx, t)
 	c.target(ctx, t, version, mode)
 	b, err := os.ReadFile(c.targetFile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := string(b) + fluxValues
+	y := string(b) + delivery
 	if edit != nil {
 		y = edit(y)
 	}
 	if err := os.WriteFile(c.targetFile(), []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := c.gvisorgen(ctx, "generate", "--root", c.Repo, "--target", "e2e"); err != nil {
-		t.Fatalf("gvisorgen generate: %v\n%s", err, out)
+	args := []string{"generate", "--root", c.Repo, "--target", "e2e"}
+	if fleet {
+		args = args[:3]
+	}
+	if out, err := c.gvisorgen(ctx, args...); err != nil {
+		t.Fatalf("gvisorgen %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	for _, a := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", msg}, {"push", "-q", "origin", "HEAD:main"}} {
 		if _, err := c.git(ctx, a...); err != nil {
@@ -68,7 +82,6 @@ func (c *Cluster) fluxCommit(ctx context.Context, t *testing.T, version, mode st
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.head = sha
 	stat, _ := c.git(ctx, "show", "--stat", "--format=", "HEAD")
 	st := strings.Split(stat, "\n")
 	t.Logf("  .. committed %.12s %q: %s", sha, msg, strings.TrimSpace(st[len(st)-1]))

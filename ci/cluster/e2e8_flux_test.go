@@ -91,13 +91,7 @@ func (c *Cluster) flux(ctx context.Context, t *testing.T) *fluxRig {
 	if err := c.ApplyDir(ctx, c.fluxNamespaceDir(t)); err != nil {
 		t.Fatalf("namespace %s: %v", fluxNS, err)
 	}
-	r = &fluxRig{bare: filepath.Join(c.Dir, "git/gvisorgen.git"), source: gitRepoGVR}
-	if err := c.gitInit(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.serveGit(filepath.Dir(r.bare)); err != nil {
-		t.Fatal(err)
-	}
+	r = &fluxRig{bare: c.gitRig(ctx, t), source: gitRepoGVR}
 	for _, fc := range fluxControllers {
 		if err := c.startController(dir, fc.name, fc.metrics, fc.health); err != nil {
 			t.Fatal(err)
@@ -235,14 +229,39 @@ func (c *Cluster) git(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+var (
+	gitMu     sync.Mutex
+	gitServed = map[string]string{} // cluster version -> the bare repository served at repoURL
+)
+
+// gitRig serves the cluster's git repository (once; the Flux and the Argo CD rigs share it): c.Repo becomes a git
+// repository whose origin is a bare repository that serveGit serves at repoURL. It returns the bare repository.
+func (c *Cluster) gitRig(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	gitMu.Lock()
+	defer gitMu.Unlock()
+	if b, ok := gitServed[c.V]; ok {
+		return b
+	}
+	bare := filepath.Join(c.Dir, "git/gvisorgen.git")
+	if err := c.gitInit(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.serveGit(filepath.Dir(bare)); err != nil {
+		t.Fatal(err)
+	}
+	gitServed[c.V] = bare
+	return bare
+}
+
 // gitInit makes c.Repo (the harness's copy of cue/ plus targets/) a git repository on branch main whose origin is
 // the bare repository served over HTTP.
-func (c *Cluster) gitInit(ctx context.Context, r *fluxRig) error {
-	if out, err := exec.CommandContext(ctx, "git", "init", "-q", "--bare", "-b", "main", r.bare).CombinedOutput(); err != nil {
+func (c *Cluster) gitInit(ctx context.Context, bare string) error {
+	if out, err := exec.CommandContext(ctx, "git", "init", "-q", "--bare", "-b", "main", bare).CombinedOutput(); err != nil {
 		return fmt.Errorf("git init --bare: %w\n%s", err, out)
 	}
 	// http-backend serves a repository only if git-daemon-export-ok exists or GIT_HTTP_EXPORT_ALL is set (it is)
-	for _, a := range [][]string{{"init", "-q", "-b", "main"}, {"remote", "add", "origin", r.bare}} {
+	for _, a := range [][]string{{"init", "-q", "-b", "main"}, {"remote", "add", "origin", bare}} {
 		if _, err := c.git(ctx, a...); err != nil {
 			return err
 		}
