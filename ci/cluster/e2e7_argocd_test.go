@@ -44,7 +44,7 @@ var (
 	appSetGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 )
 
-// argoManifests: what the e2e applies from Argo CD's manifests/ (its base and cluster-rbac, as install.yaml
+// argoManifests: what the e2e applies from Argo CD's manifests folder (its base and cluster-rbac, as install.yaml
 // composes them), by folder: every *.yaml but the kustomizations and the workloads the processes replace.
 var argoManifests = []string{
 	"crds", "base/config", "base/application-controller-roles", "cluster-rbac/application-controller",
@@ -72,7 +72,7 @@ func argoDir() (string, error) {
 		return "", fmt.Errorf("ci/argocd/build.sh --dir: %w", err)
 	}
 	d := strings.TrimSpace(string(out))
-	for _, f := range []string{"argocd", ".complete", "manifests/crds", "hack/git-verify-wrapper.sh"} {
+	for _, f := range []string{"argocd", ".complete", filepath.Join("manifests", "crds"), filepath.Join("hack", "git-verify-wrapper.sh")} {
 		if !exists(filepath.Join(d, f)) {
 			return "", fmt.Errorf("%s has no %s: run sh ci/argocd/build.sh (make e2e-argocd does)", d, f)
 		}
@@ -190,7 +190,7 @@ func (c *Cluster) argoInstall(ctx context.Context, dir string) error {
 	for i, m := range argoManifests {
 		files, err := filepath.Glob(filepath.Join(dir, "manifests", m, "*.yaml"))
 		if err != nil || len(files) == 0 {
-			return fmt.Errorf("manifests/%s: no files (%v)", m, err)
+			return fmt.Errorf("%s: no files (%v)", filepath.Join(dir, "manifests", m), err)
 		}
 		for _, f := range files {
 			if argoSkipped(filepath.Base(f)) {

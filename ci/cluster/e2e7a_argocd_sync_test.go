@@ -160,6 +160,7 @@ func TestArgoCDFirstSyncHealthyAfterTheInstaller(t *testing.T) {
 // ensureArgoSynced gives a scenario run alone the state the first leaves: Argo CD synced the target installing vGood.
 func (c *Cluster) ensureArgoSynced(ctx context.Context, t *testing.T) {
 	t.Helper()
+	c.argocd(ctx, t) // first: it makes the dynamic client appGet uses
 	if s, _, err := c.appGet(ctx, argoApp); err == nil && s.sync == "Synced" && s.health == "Healthy" && c.installed != "" {
 		return
 	}
