@@ -157,23 +157,11 @@ func TestArgoCDRemovalAsDocumented(t *testing.T) {
 		clean("uninstall synced")
 		off := func(y string) string { return strings.Replace(y, "\ngvisor:\n", "\ngvisor:\n  enabled: false\n", 1) }
 		c.argoSync(ctx, t, version, "uninstall", off, "gvisor.enabled: false")
-		gone := func(what string, get func(context.Context) error) {
-			t.Helper()
-			if err := Poll(ctx, 250*time.Millisecond, 90*time.Second, what+" deleted", func(ctx context.Context) (bool, error) {
-				err := get(ctx)
-				if apierrors.IsNotFound(err) {
-					return true, nil
-				}
-				return false, err
-			}); err != nil {
-				t.Error(err)
-			}
-		}
-		gone("RuntimeClass gvisor", func(ctx context.Context) error {
+		waitGone(ctx, t, "RuntimeClass gvisor", func(ctx context.Context) error {
 			_, err := c.Admin.NodeV1().RuntimeClasses().Get(ctx, "gvisor", metav1.GetOptions{})
 			return err
 		})
-		gone("Namespace "+installerNS, func(ctx context.Context) error {
+		waitGone(ctx, t, "Namespace "+installerNS, func(ctx context.Context) error {
 			_, err := c.Admin.CoreV1().Namespaces().Get(ctx, installerNS, metav1.GetOptions{})
 			return err
 		})
@@ -182,11 +170,11 @@ func TestArgoCDRemovalAsDocumented(t *testing.T) {
 		if err := c.dyn.Resource(appGVR).Namespace(argoNS).Delete(ctx, argoApp, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		gone("Application "+argoApp+" (its finalizer done)", func(ctx context.Context) error {
+		waitGone(ctx, t, "Application "+argoApp+" (its finalizer done)", func(ctx context.Context) error {
 			_, err := c.dyn.Resource(appGVR).Namespace(argoNS).Get(ctx, argoApp, metav1.GetOptions{})
 			return err
 		})
-		gone("StorageClass gvisor-workspace", func(ctx context.Context) error {
+		waitGone(ctx, t, "StorageClass gvisor-workspace", func(ctx context.Context) error {
 			_, err := c.Admin.StorageV1().StorageClasses().Get(ctx, "gvisor-workspace", metav1.GetOptions{})
 			return err
 		})

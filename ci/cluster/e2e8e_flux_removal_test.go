@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -42,27 +41,15 @@ func TestFluxRemovalAsDocumented(t *testing.T) {
 		t0 := time.Now()
 		off := func(y string) string { return strings.Replace(y, "\ngvisor:\n", "\ngvisor:\n  enabled: false\n", 1) }
 		c.fluxSync(ctx, t, version, "uninstall", off, "gvisor.enabled: false", true)
-		gone := func(what string, get func(context.Context) error) {
-			t.Helper()
-			if err := Poll(ctx, 250*time.Millisecond, 90*time.Second, what+" pruned", func(ctx context.Context) (bool, error) {
-				err := get(ctx)
-				if apierrors.IsNotFound(err) {
-					return true, nil
-				}
-				return false, err
-			}); err != nil {
-				t.Error(err)
-			}
-		}
-		gone("DaemonSet "+installerDS, func(ctx context.Context) error {
+		waitGone(ctx, t, "DaemonSet "+installerDS, func(ctx context.Context) error {
 			_, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 			return err
 		})
-		gone("RuntimeClass gvisor", func(ctx context.Context) error {
+		waitGone(ctx, t, "RuntimeClass gvisor", func(ctx context.Context) error {
 			_, err := c.Admin.NodeV1().RuntimeClasses().Get(ctx, "gvisor", metav1.GetOptions{})
 			return err
 		})
-		gone("Namespace "+installerNS, func(ctx context.Context) error {
+		waitGone(ctx, t, "Namespace "+installerNS, func(ctx context.Context) error {
 			_, err := c.Admin.CoreV1().Namespaces().Get(ctx, installerNS, metav1.GetOptions{})
 			return err
 		})

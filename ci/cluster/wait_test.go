@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -222,4 +223,19 @@ func (c *Cluster) WaitEvent(ctx context.Context, ns, name, reason, msg string, t
 		return false, nil
 	})
 	return found, err
+}
+
+// waitGone waits (bounded: 90 s) until get reports its object not found (deleted, pruned); a timeout fails t but
+// lets the scenario go on.
+func waitGone(ctx context.Context, t *testing.T, what string, get func(context.Context) error) {
+	t.Helper()
+	if err := Poll(ctx, 250*time.Millisecond, 90*time.Second, what+" gone", func(ctx context.Context) (bool, error) {
+		err := get(ctx)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}); err != nil {
+		t.Error(err)
+	}
 }
