@@ -88,7 +88,7 @@ e2e-flux:
 	sh ci/cluster/setup.sh
 	sh ci/cluster/e2e-flux.sh
 
-## e2e-argocd: Argo CD's own application-controller, repo-server and applicationset-controller (built, cached) sync the committed e2e target from a served git repository into a fresh cluster (containerd 2.4.2): first sync Healthy after the installer, Synced across comparisons, selfHeal, a bump, a forbidden kind refused, removal through the finalizer, the ApplicationSet
+## e2e-argocd: Argo CD's own application-controller, repo-server and applicationset-controller (built, cached) sync the committed e2e target from a served git repository into a fresh cluster (containerd 2.4.2): first sync Healthy after the installer, Synced across comparisons, selfHeal, a bump, a forbidden kind refused, removal through the finalizer, the ApplicationSet, its diff against gvisorgen diff
 e2e-argocd: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh
