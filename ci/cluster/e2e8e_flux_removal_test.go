@@ -28,19 +28,12 @@ func TestFluxRemovalAsDocumented(t *testing.T) {
 		r0 := c.Restarts()
 		c.fluxSync(ctx, t, version, "uninstall", nil, "uninstall gVisor", true)
 		stop()
-		clean := func(when string) {
-			t.Helper()
-			c.uninstalledClean(t, when)
-			if n := c.Restarts() - r0; n != 1 {
-				t.Errorf("%s: containerd restarts since the uninstall commit: %d, want 1", when, n)
-			}
-		}
+		clean := func(when string) { t.Helper(); c.cleanAfterUninstall(t, r0, when) }
 		clean("uninstall applied (Kustomization Ready)")
 		t.Logf("  .. uninstalled: config.toml byte-identical to the original, /usr/local/bin empty, %d containerd restart", c.Restarts()-r0)
 
 		t0 := time.Now()
-		off := func(y string) string { return strings.Replace(y, "\ngvisor:\n", "\ngvisor:\n  enabled: false\n", 1) }
-		c.fluxSync(ctx, t, version, "uninstall", off, "gvisor.enabled: false", true)
+		c.fluxSync(ctx, t, version, "uninstall", gvisorOff, "gvisor.enabled: false", true)
 		waitGone(ctx, t, "DaemonSet "+installerDS, func(ctx context.Context) error {
 			_, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 			return err

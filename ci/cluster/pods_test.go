@@ -248,3 +248,18 @@ func execOut(ctx context.Context, name string, args ...string) (string, error) {
 	b, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	return string(b), err
 }
+
+// cleanAfterUninstall: the node is clean (uninstalledClean) and containerd restarted once since r0, the uninstall
+// commit's restart (the removal scenarios of Flux and Argo CD).
+func (c *Cluster) cleanAfterUninstall(t *testing.T, r0 int, when string) {
+	t.Helper()
+	c.uninstalledClean(t, when)
+	if n := c.Restarts() - r0; n != 1 {
+		t.Errorf("%s: containerd restarts since the uninstall commit: %d, want 1", when, n)
+	}
+}
+
+// gvisorOff edits a target file to gvisor.enabled: false, the documented removal's last commit.
+func gvisorOff(y string) string {
+	return strings.Replace(y, "\ngvisor:\n", "\ngvisor:\n  enabled: false\n", 1)
+}
