@@ -58,6 +58,9 @@ func TestSchemaAndInstallerAgree(t *testing.T) {
 	}{
 		{"#AbsPath", `gvz_check_path P "$1"`, strs("AbsPath")},
 		{"#ReleaseTag", `GVISOR_VERSION=$1; gvz_check_version`, strs("ReleaseTag")},
+		// a class's handler as RUNSC_CLASSES names it: the line [handler]
+		{"#ClassHandler", `. "$GVISORGEN_SCRIPTS/classes.sh"; RUNSC_CLASSES="[$1]"; case $1 in *"
+"*) exit 1 ;; esac; gvz_check_classes; [ "$GVZ_CLASSES" = "$1" ]`, strs("ClassHandler")},
 	} {
 		def := ev.Instance().LookupPath(cue.ParsePath(c.def))
 		if !def.Exists() {

@@ -31,15 +31,20 @@
 #  7. checks that containerd serves CRI, then records the verified config's digest, its socket and runsc.toml's digest
 #     in CONTAINERD_CONFIG.gvisorgen-applied (read by ready.sh, which only reads files).
 # A second run with the same inputs leaves every file byte-identical and does not restart containerd.
+# Sandbox classes (RUNSC_CLASSES, classes.sh): each further class is one more handler runsc-<suffix> in the same block
+# or drop-in, with its own runsc.toml beside RUNSC_CONFIG; every step above holds for all handlers at once (one
+# validation, one restart, each judged and listed by CRI), and a class's handler that gvisorgen did not write is refused.
 #
 # Environment (set by the generator; see README.md): HOST_ROOT HOST_EXEC GVISOR_MODE INSTALL_DIR INSTALL_DIR_ON_PATH
-#   CONTAINERD_CONFIG CONTAINERD_CONFIG_MODE CONTAINERD_SERVICE HOST_PATH RUNSC_CONFIG RUNSC_CONFIG_TOML STATE_DIR RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS
+#   CONTAINERD_CONFIG CONTAINERD_CONFIG_MODE CONTAINERD_SERVICE HOST_PATH RUNSC_CONFIG RUNSC_CONFIG_TOML RUNSC_CLASSES STATE_DIR RESTART_TIMEOUT_SECONDS LOCK_TIMEOUT_SECONDS
 # Host commands used through HOST_EXEC: containerd (config dump / config default), systemctl restart containerd, ctr,
 # crictl (when the host has it: does CRI list the runsc handler).
 set -eu
 GVZ_NAME=configure-containerd
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=classes.sh
+. "${GVISORGEN_SCRIPTS:-/gvisorgen}/classes.sh"
 
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS
@@ -58,6 +63,12 @@ RCFG=$HOST_ROOT$RUNSC_CONFIG
     gvz_die "the dir of RUNSC_CONFIG ($RUNSC_CONFIG) is not mounted at ${RCFG%/*}"
 [ ! -L "$CFG" ] || gvz_die "$CONTAINERD_CONFIG is a symlink; refusing to replace it (point CONTAINERD_CONFIG at the real file)"
 gvz_check_runsc_toml
+gvz_check_classes
+# The handlers gvisorgen writes (all but an adopted runsc: below), and their list for messages.
+OURS=runsc${GVZ_CLASSES:+ $GVZ_CLASSES}
+HANDLERS=$(printf '%s' "$OURS" | sed 's/ /, /g')
+HDESC="the runsc handler"
+if [ -n "$GVZ_CLASSES" ]; then HDESC="the handlers $HANDLERS"; fi
 
 gvz_check_host
 gvz_setup_traps
@@ -211,10 +222,12 @@ validate() {
         return 1
     fi
     _p=$(gvz_dump_prefix "$T/cand.dump")
-    if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" runsc; then
-        WHY="containerd ignores the runsc table: the dump has no $_p.runtimes.runsc"
-        return 1
-    fi
+    for _h in runsc $GVZ_CLASSES; do
+        if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" "$_h"; then
+            WHY="containerd ignores the $_h table: the dump has no $_p.runtimes.$_h"
+            return 1
+        fi
+    done
     _d=$(gvz_dump_key "$T/cand.dump" "$_p" default_runtime_name)
     _d=${_d:-runc}
     if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" "$_d"; then
@@ -229,12 +242,16 @@ validate() {
         return 1
     fi
     if [ $# -gt 1 ]; then
-        # The drop-in adds the runsc handler and changes nothing else: containerd 2.2 merges files of another config
-        # version than the config's without migrating the config's CRI settings (they vanish silently).
-        gvz_dump_sans "$T/base.dump" "$_p.runtimes.runsc" >"$T/base.sans"
-        gvz_dump_sans "$T/cand.dump" "$_p.runtimes.runsc" >"$T/cand.sans"
+        # The drop-in adds gvisorgen's handlers and changes nothing else: containerd 2.2 merges files of another
+        # config version than the config's without migrating the config's CRI settings (they vanish silently).
+        cp "$T/base.dump" "$T/base.sans"
+        cp "$T/cand.dump" "$T/cand.sans"
+        for _h in $OURS; do
+            gvz_dump_sans "$T/base.sans" "$_p.runtimes.$_h" >"$T/sans.tmp" && mv "$T/sans.tmp" "$T/base.sans"
+            gvz_dump_sans "$T/cand.sans" "$_p.runtimes.$_h" >"$T/sans.tmp" && mv "$T/sans.tmp" "$T/cand.sans"
+        done
         if ! cmp -s "$T/base.sans" "$T/cand.sans"; then
-            WHY="with the drop-in, containerd would change more than the runsc handler: $(awk 'NR == FNR { a[FNR] = $0; n = FNR; next } $0 != a[FNR] { print "line " FNR ": " a[FNR] " -> " $0; d = 1; exit } END { if (!d && FNR != n) print "the dump is " (FNR > n ? "longer" : "shorter") }' "$T/base.sans" "$T/cand.sans" | cut -c1-300)"
+            WHY="with the drop-in, containerd would change more than the handlers $HANDLERS: $(awk 'NR == FNR { a[FNR] = $0; n = FNR; next } $0 != a[FNR] { print "line " FNR ": " a[FNR] " -> " $0; d = 1; exit } END { if (!d && FNR != n) print "the dump is " (FNR > n ? "longer" : "shorter") }' "$T/base.sans" "$T/cand.sans" | cut -c1-300)"
             return 1
         fi
     fi
@@ -250,9 +267,14 @@ default_entry() {
     printf '[%s.%s]\n  runtime_type = "%s"\n' "$fprefix" "$defname" "${_rt:-io.containerd.runc.v2}"
 }
 
-# render_handler : the runsc handler's tables under the file's runtimes table (the block's and the drop-in's).
+# render_handler : gvisorgen's handlers' tables under the file's runtimes table (the block's and the drop-in's).
 render_handler() {
-    printf '[%s.runsc]\n' "$fprefix"
+    for _h in $OURS; do render_one "$_h"; done
+}
+
+# render_one HANDLER : one handler's tables; its options name its own runsc.toml.
+render_one() {
+    printf '[%s.%s]\n' "$fprefix" "$1"
     if [ "$INSTALL_DIR_ON_PATH" = false ] && { [ "$host_major" -lt 2 ] || [ "$fver" -le 2 ]; }; then
         # containerd 1.6 accepts runtime_path but does not use it to start a sandbox's shim ("binary not installed");
         # an absolute runtime_type is what its shim manager resolves. A version 1 or 2 file gets it on 2.x too, as 1.x
@@ -265,9 +287,9 @@ render_handler() {
     if [ "$INSTALL_DIR_ON_PATH" = false ]; then
         printf '  runtime_path = "%s/containerd-shim-runsc-v1"\n' "$INSTALL_DIR"
     fi
-    printf '[%s.runsc.options]\n' "$fprefix"
+    printf '[%s.%s.options]\n' "$fprefix" "$1"
     printf '  TypeUrl = "io.containerd.runsc.v1.options"\n'
-    printf '  ConfigPath = "%s"\n' "$RUNSC_CONFIG"
+    printf '  ConfigPath = "%s"\n' "$(gvz_class_config "$1")"
 }
 
 # render_dropin : gvisorgen's drop-in. No version line and the table name of the config's own version: containerd 2.2
@@ -299,29 +321,44 @@ make_candidate() {
     } >"$T/candidate"
 }
 
-# The handler gvisorgen's block defines, key by key: what containerd must run the runsc handler with (gvz_judge_handler).
+# The handlers gvisorgen's block defines, key by key: what containerd must run each with (gvz_judge_handler).
 render_block >"$T/block.toml"
-gvz_handler_keys "$T/block.toml" "$fprefix.runsc" >"$T/want.handler"
+for h in $OURS; do gvz_handler_keys "$T/block.toml" "$fprefix.$h" >"$T/want.$h"; done
 # (1.x dumps the files it resolved, the validated copy among them: not an import of the live config)
 gvz_imports "$T/base" "$T/base.dump" | grep -vxF -e "$GVZ_CHECK" -e "$CONTAINERD_CONFIG" >"$T/imports.all" || true
 
+# A class's handler that gvisorgen did not write is refused, whatever it runs: the class is gvisorgen's to define.
+for h in $GVZ_CLASSES; do
+    if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$h"; then
+        fwhere=$(gvz_handler_files "$T/base" "$T/imports.all" "$h" | tr '\n' ' ' | sed 's/ $//')
+        [ -n "$fwhere" ] || fwhere="containerd's merged config (no file names it plainly)"
+        gvz_die "a runtime handler $h, the handler of a sandbox class, is defined in $fwhere and gvisorgen did not write it. Refused: pods of that class would run with whatever it runs. Nothing was changed, containerd was not restarted, and the node is not marked ready for gVisor. Fix: remove that handler and let the installer retry, or give the class another handler (gvisor.classes.<name>.handler)"
+    fi
+done
 handwritten=
 if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
     # A runsc handler gvisorgen did not write (by hand, another tool, a drop-in): judged by what it runs, never
     # trusted by its name. Refused unless the user adopts it on purpose (ADOPT_FOREIGN_RUNSC).
-    where=$(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')
-    [ -n "$where" ] || where="containerd's merged config (no file names it plainly)"
+    fwhere=$(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')
+    [ -n "$fwhere" ] || fwhere="containerd's merged config (no file names it plainly)"
     gvz_handler_keys "$T/base.dump" "$dprefix.runtimes.runsc" >"$T/have.handler"
-    if gvz_judge_handler "$T/want.handler" "$T/have.handler" >"$T/judged"; then
+    if gvz_judge_handler "$T/want.runsc" "$T/have.handler" >"$T/judged"; then
         what="it is key for key the handler gvisorgen would write, but not gvisorgen's (uninstall would take runsc.toml from under it)"
     else
         what="containerd would run it with $(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
     fi
     if [ "$ADOPT_FOREIGN_RUNSC" != true ]; then
-        gvz_die "a runsc runtime handler that gvisorgen did not write is defined in $where: $what. Refused: gVisor pods on this node would run with whatever it runs (another runtime type runs them unsandboxed). Nothing was changed, containerd was not restarted, and the node is not marked ready for gVisor. Fix: remove that handler and let the installer retry (it then writes its own), or adopt it as it is with gvisor.host.adoptForeignRunsc: true (you then vouch that it runs gVisor)"
+        gvz_die "a runsc runtime handler that gvisorgen did not write is defined in $fwhere: $what. Refused: gVisor pods on this node would run with whatever it runs (another runtime type runs them unsandboxed). Nothing was changed, containerd was not restarted, and the node is not marked ready for gVisor. Fix: remove that handler and let the installer retry (it then writes its own), or adopt it as it is with gvisor.host.adoptForeignRunsc: true (you then vouch that it runs gVisor)"
     fi
     handwritten=1
-    gvz_log "WARNING: adopting the runsc runtime handler defined in $where as it is (ADOPT_FOREIGN_RUNSC=true): $what; gvisorgen adds no handler and writes no runsc.toml"
+    OURS=$GVZ_CLASSES
+    if [ -z "$OURS" ]; then
+        gvz_log "WARNING: adopting the runsc runtime handler defined in $fwhere as it is (ADOPT_FOREIGN_RUNSC=true): $what; gvisorgen adds no handler and writes no runsc.toml"
+    else
+        gvz_log "WARNING: adopting the runsc runtime handler defined in $fwhere as it is (ADOPT_FOREIGN_RUNSC=true): $what; gvisorgen writes no runsc handler and no $RUNSC_CONFIG, only its classes' handlers ($OURS)"
+    fi
+fi
+if [ -z "$OURS" ]; then
     [ -z "$has_block" ] || gvz_log "removing gvisorgen's own block, which would duplicate it"
     cp "$T/base" "$T/candidate"
     validate "$T/candidate" || gvz_die "the existing config does not pass the checks: $WHY"
@@ -356,15 +393,15 @@ else
         fi
     fi
 fi
-# The handler containerd would use with the candidate (its imports and drop-ins merged) must be gvisorgen's, key for key.
-if [ -z "$handwritten" ]; then
-    gvz_handler_keys "$T/cand.dump" "$(gvz_dump_prefix "$T/cand.dump").runtimes.runsc" >"$T/have.handler"
-    gvz_judge_handler "$T/want.handler" "$T/have.handler" >"$T/judged" ||
-        gvz_die "with gvisorgen's block, containerd would still not run the runsc handler as the block says ($(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')): another file it imports overrides it ($(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')); $CONTAINERD_CONFIG is untouched and containerd was not restarted"
-fi
+# Each handler containerd would use with the candidate (its imports and drop-ins merged) must be gvisorgen's, key for key.
+for h in $OURS; do
+    gvz_handler_keys "$T/cand.dump" "$(gvz_dump_prefix "$T/cand.dump").runtimes.$h" >"$T/have.handler"
+    gvz_judge_handler "$T/want.$h" "$T/have.handler" >"$T/judged" ||
+        gvz_die "with gvisorgen's block, containerd would still not run the $h handler as the block says ($(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')): another file it imports overrides it ($(gvz_handler_files "$T/base" "$T/imports.all" "$h" | tr '\n' ' ' | sed 's/ $//')); $CONTAINERD_CONFIG is untouched and containerd was not restarted"
+done
 # With the install dir on PATH, the handler names the shim by name: containerd finds it on the host's PATH (HOST_PATH,
 # systemd's default), where a copy earlier on it would win over the verified one. (runsc.toml names runsc by its path.)
-if [ -z "$handwritten" ] && [ "$INSTALL_DIR_ON_PATH" = true ]; then
+if [ -n "$OURS" ] && [ "$INSTALL_DIR_ON_PATH" = true ]; then
     # "<what PATH finds>" when PATH resolves the shim elsewhere (only when the verified one is there: without it,
     # ready.sh reports the missing binary).
     # shellcheck disable=SC2016 # expanded by the host shell
@@ -379,9 +416,13 @@ new_addr=$(gvz_grpc_address "$T/cand.dump")
 old_addr=$(gvz_grpc_address "$T/base.dump")
 
 # --- runsc.toml -----------------------------------------------------------------------------------------------------
-if [ -z "$handwritten" ]; then
+# write_runsc_toml HANDLER : HANDLER's runsc.toml (RUNSC_CONFIG for runsc, <handler>.toml beside it for a class), written
+# only when its bytes change.
+write_runsc_toml() {
+    _cf=$(gvz_class_config "$1")
+    _hf=$HOST_ROOT$_cf
     {
-        echo "# Managed by gvisorgen: options of containerd-shim-runsc-v1 for the runsc runtime. Overwritten on every run."
+        echo "# Managed by gvisorgen: options of containerd-shim-runsc-v1 for the $1 runtime. Overwritten on every run."
         # gvisorgen-runsc and the current release's own state root. The shim reads this file for each new container
         # and keeps what it read for that container's life: new sandboxes switch to a new release without a
         # containerd restart, running ones keep theirs (releases.sh); gvisorgen-runsc runs each call with the release
@@ -389,27 +430,36 @@ if [ -z "$handwritten" ]; then
         printf 'binary_name = "%s"\n' "$GVZ_DISPATCH"
         printf 'root = "%s/%s"\n' "$GVZ_RUNSC_ROOTS" "$GVISOR_VERSION"
         echo "[runsc_config]"
-        if [ -n "$RUNSC_CONFIG_TOML" ]; then printf '%s\n' "$RUNSC_CONFIG_TOML"; fi
+        gvz_class_lines "$1"
     } >"$T/runsc.toml"
-    if [ -f "$RCFG" ] && cmp -s "$T/runsc.toml" "$RCFG"; then
-        gvz_log "$RUNSC_CONFIG is up to date"
-    else
-        if [ ! -d "${RCFG%/*}" ]; then
-            # Made with its marker under a temp name, then renamed: a run killed meanwhile leaves a temp folder that
-            # the next run recognises and removes, never a folder without the marker (which uninstall would keep).
-            rdir=${RCFG%/*}
-            rtmp=${rdir%/*}/.${rdir##*/}.gvisorgen-tmp.$$
-            GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $rtmp"
-            mkdir -m 0755 "$rtmp" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
-            : >"$rtmp/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
-            { [ ! -e "$rdir" ] && mv "$rtmp" "$rdir" && [ ! -e "$rdir/${rtmp##*/}" ]; } ||
-                gvz_die "cannot create ${RUNSC_CONFIG%/*} (made by another writer meanwhile?); the installer retries by itself"
-            gvz_log "created ${RUNSC_CONFIG%/*}"
-        fi
-        gvz_atomic_copy "$T/runsc.toml" "$RCFG" 0644 || gvz_die "cannot write $RUNSC_CONFIG"
-        gvz_log "wrote $RUNSC_CONFIG"
+    if [ -f "$_hf" ] && cmp -s "$T/runsc.toml" "$_hf"; then
+        gvz_log "$_cf is up to date"
+        return 0
     fi
-elif [ -n "$RUNSC_CONFIG_TOML" ]; then
+    if [ ! -d "${RCFG%/*}" ]; then
+        # Made with its marker under a temp name, then renamed: a run killed meanwhile leaves a temp folder that
+        # the next run recognises and removes, never a folder without the marker (which uninstall would keep).
+        rdir=${RCFG%/*}
+        rtmp=${rdir%/*}/.${rdir##*/}.gvisorgen-tmp.$$
+        GVZ_CLEANUP_FILES="$GVZ_CLEANUP_FILES $rtmp"
+        mkdir -m 0755 "$rtmp" || gvz_die "cannot create ${RUNSC_CONFIG%/*}"
+        : >"$rtmp/$GVZ_DIR_MARK" || gvz_die "cannot write ${RUNSC_CONFIG%/*}/$GVZ_DIR_MARK"
+        { [ ! -e "$rdir" ] && mv "$rtmp" "$rdir" && [ ! -e "$rdir/${rtmp##*/}" ]; } ||
+            gvz_die "cannot create ${RUNSC_CONFIG%/*} (made by another writer meanwhile?); the installer retries by itself"
+        gvz_log "created ${RUNSC_CONFIG%/*}"
+    fi
+    gvz_atomic_copy "$T/runsc.toml" "$_hf" 0644 || gvz_die "cannot write $_cf"
+    gvz_log "wrote $_cf"
+}
+# A class's runsc.toml that is there and not gvisorgen's is another writer's: never overwritten.
+for h in $GVZ_CLASSES; do
+    f=$(gvz_class_config "$h")
+    if [ -L "$HOST_ROOT$f" ] || { [ -e "$HOST_ROOT$f" ] && ! gvz_is_managed "$HOST_ROOT$f"; }; then
+        gvz_die "$f, the runsc.toml of the class with handler $h, is there and gvisorgen did not write it (its first line is not '$GVZ_MANAGED', or it is a link); not overwriting it. Nothing was changed and containerd was not restarted. Fix: move that file away, the installer retries by itself"
+    fi
+done
+for h in $OURS; do write_runsc_toml "$h"; done
+if [ -n "$handwritten" ] && [ -n "$RUNSC_CONFIG_TOML" ]; then
     gvz_log "RUNSC_CONFIG_TOML is not applied: the existing runsc runtime is left exactly as it is"
 fi
 
@@ -418,7 +468,7 @@ changed=
 if [ -z "$existed" ] || ! cmp -s "$T/candidate" "$CFG"; then changed=1; fi
 # gvisorgen's drop-in: wanted (its candidate) or not (the block in place, or a handler adopted), and what is on disk.
 din_want=
-if [ "$where" = dropin ] && [ -z "$handwritten" ]; then din_want=$T/dropin; fi
+if [ "$where" = dropin ] && [ -n "$OURS" ]; then din_want=$T/dropin; fi
 din_had=
 din_changed=
 if [ -n "$DIN" ]; then
@@ -473,10 +523,10 @@ if [ -n "$din_changed" ]; then
             gvz_die "$GVZ_DROPIN was changed by another writer while gvisorgen validated it, on each of $GVZ_CAS_ATTEMPTS attempts; containerd was not restarted. Fix: none needed if that writer is done, the installer retries by itself"
         fi
         [ "$rc" -eq 0 ] || gvz_die "cannot write $GVZ_DROPIN; nothing was changed"
-        gvz_log "wrote $GVZ_DROPIN (the runsc handler under the version $fver table $fprefix.runsc)"
+        gvz_log "wrote $GVZ_DROPIN (the handlers $(echo "$OURS" | sed 's/ /, /g') under the version $fver table $fprefix)"
     else
         { cmp -s "$T/din.cur" "$DIN" && rm -f "$DIN"; } || gvz_die "cannot remove $GVZ_DROPIN (changed meanwhile?); containerd was not restarted, the installer retries by itself"
-        if [ -n "$handwritten" ]; then
+        if [ -z "$OURS" ]; then
             gvz_log "removed gvisorgen's drop-in $GVZ_DROPIN: the adopted handler stands alone"
         else
             gvz_log "removed gvisorgen's drop-in $GVZ_DROPIN: the runtime goes into gvisorgen's block in $CONTAINERD_CONFIG ($why)"
@@ -529,11 +579,12 @@ rollback() {
 restart=
 if [ -n "$changed" ] || [ -n "$din_changed" ]; then
     restart=1
-elif [ -z "$handwritten" ] && [ -z "$applied_ok" ]; then
+elif [ -n "$OURS" ] && [ -z "$applied_ok" ]; then
     # Never seen running with it. A restart is due, unless CRI lists runsc already, or an earlier run restarted for
     # these very bytes and CRI still did not list it (containerd reads another file): another restart would not help,
     # and every retry of the init container would cost the node one.
-    if [ "$(gvz_cri_lists_runsc "$new_addr")" = yes ]; then
+    # shellcheck disable=SC2086 # handler names, split on purpose
+    if [ "$(gvz_cri_lists_runsc "$new_addr" runsc $GVZ_CLASSES)" = yes ]; then
         gvz_log "$CONTAINERD_CONFIG already holds the runtime and containerd's CRI lists it: no restart"
     elif [ "$(cat "$HOST_ROOT$GVZ_RESTARTED_FOR" 2>/dev/null)" = "$(din_sig)" ]; then
         gvz_log "an earlier run restarted containerd for this very $CONTAINERD_CONFIG: not restarting again"
@@ -565,22 +616,28 @@ fi
 gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
 # And its CRI lists the runsc handler (what RuntimeClass gvisor names): a containerd started with another config file
 # (a unit's --config) serves CRI without it, whatever the file on disk says.
-cri_runsc=$(gvz_cri_lists_runsc "$new_addr")
+# shellcheck disable=SC2086 # handler names, split on purpose
+cri_runsc=$(gvz_cri_lists_runsc "$new_addr" runsc $GVZ_CLASSES)
 if [ "$cri_runsc" = no ] && [ -n "$din_want" ] && [ -n "$din_changed" ]; then
     # The drop-in is not loaded by the containerd that runs (a unit's --config names another file, or the file it
     # reads imports no such folder): take it back, so that the node is as it was.
-    rollback || gvz_die "containerd's CRI on $new_addr does not list the runsc handler with gvisorgen's drop-in $GVZ_DROPIN, AND restoring the previous state failed; the node needs attention"
-    gvz_restart_containerd "$old_addr" || gvz_die "containerd's CRI on $new_addr does not list the runsc handler with gvisorgen's drop-in $GVZ_DROPIN; rolled back, but containerd does not come back; the node needs attention"
+    rollback || gvz_die "containerd's CRI on $new_addr does not list $HDESC with gvisorgen's drop-in $GVZ_DROPIN, AND restoring the previous state failed; the node needs attention"
+    gvz_restart_containerd "$old_addr" || gvz_die "containerd's CRI on $new_addr does not list $HDESC with gvisorgen's drop-in $GVZ_DROPIN; rolled back, but containerd does not come back; the node needs attention"
     gvz_die "the running containerd does not load gvisorgen's drop-in $GVZ_DROPIN (its CRI on $new_addr lists no runsc handler after the restart), although $CONTAINERD_CONFIG imports it: containerd runs with another config file (a --config in its unit? systemctl cat containerd); rolled back (drop-in removed, containerd restarted) and gVisor pods would have failed with 'no runtime for \"runsc\"'. Fix: point CONTAINERD_CONFIG (gvisor.host.containerdConfig) at the file containerd runs with; the installer retries by itself"
 fi
 case $cri_runsc in
-yes) gvz_log "containerd's CRI on $new_addr lists the runsc handler" ;;
-no) gvz_die "containerd's CRI on $new_addr does not list the runsc handler although $CONTAINERD_CONFIG defines it: the running containerd does not read that file (a --config in its unit? systemctl cat containerd) or drops the runtime (journalctl -u containerd); gVisor pods would fail with 'no runtime for \"runsc\"'. Fix: point CONTAINERD_CONFIG (gvisor.installer.containerdConfig) at the file containerd runs with; the installer retries by itself" ;;
+yes) gvz_log "containerd's CRI on $new_addr lists $HDESC" ;;
+no) gvz_die "containerd's CRI on $new_addr does not list $HDESC although $CONTAINERD_CONFIG defines it: the running containerd does not read that file (a --config in its unit? systemctl cat containerd) or drops the runtime (journalctl -u containerd); gVisor pods would fail with 'no runtime for \"runsc\"'. Fix: point CONTAINERD_CONFIG (gvisor.installer.containerdConfig) at the file containerd runs with; the installer retries by itself" ;;
 *) gvz_log "CRI's runtime list not checked (${cri_runsc#unknown: }): the config containerd serves CRI with defines runsc (its dump, above)" ;;
 esac
 # runsc.toml moved (RUNSC_CONFIG changed, e.g. an older gvisorgen's /etc/containerd/runsc.toml): containerd now runs
 # with the block naming the new file, so the old one goes, but only when it is gvisorgen's own: its managed header and
 # the digest the applied marker recorded for it. A file edited since stays, and so does anything else.
+# A class gone from RUNSC_CLASSES: containerd now runs without its handler, so its runsc.toml goes (only gvisorgen's
+# own, as the previous run recorded it).
+gvz_class_files "$HOST_ROOT$GVZ_APPLIED" | while read -r h sum f; do
+    case " $GVZ_CLASSES " in *" $h "*) ;; *) gvz_remove_class_config "$f" "$sum" "the class with handler $h is gone" ;; esac
+done
 if [ -n "$has_block" ] && [ -z "$handwritten" ]; then
     gvz_remove_moved_runsc_config "$(gvz_block_config_path "$T/current")" "$old_rdig"
 fi
@@ -602,6 +659,11 @@ gvz_import_files "$T/imports.all" >"$T/import.files"
         printf 'mode block %s\n' "$CONTAINERD_CONFIG"
     fi
     if [ -n "$din_created" ]; then printf 'created %s\n' "$din_created"; fi
+    # each further class's runsc.toml (ready.sh checks it, uninstall and a later run without the class remove it)
+    for h in $GVZ_CLASSES; do
+        f=$(gvz_class_config "$h")
+        printf 'class %s %s %s\n' "$h" "$(gvz_sha512 "$HOST_ROOT$f")" "$f"
+    done
     sed 's/^/import /' "$T/imports.all"
     while IFS= read -r f; do
         case $f in
@@ -617,4 +679,8 @@ while IFS= read -r p; do
     esac
 done <"$T/imports.all"
 gvz_atomic_write "$HOST_ROOT$GVZ_APPLIED" 0644 <"$T/applied" || gvz_die "cannot write $GVZ_APPLIED"
-gvz_log "done: the runsc runtime is configured"
+if [ -n "$GVZ_CLASSES" ]; then
+    gvz_log "done: the runtime handlers $HANDLERS are configured"
+else
+    gvz_log "done: the runsc runtime is configured"
+fi

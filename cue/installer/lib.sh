@@ -67,6 +67,7 @@ gvz_load_env() {
     CONTAINERD_SERVICE=${CONTAINERD_SERVICE:-containerd}
     RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc/runsc.toml}
     RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
+    RUNSC_CLASSES=${RUNSC_CLASSES:-}
     ADOPT_FOREIGN_RUNSC=${ADOPT_FOREIGN_RUNSC:-false}
     STATE_DIR=${STATE_DIR:-/run/gvisorgen}
     STATE_DIR=${STATE_DIR%/}
@@ -284,7 +285,8 @@ gvz_cri_ok() {
     printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 
-# gvz_cri_lists_runsc ADDRESS : what the running containerd's CRI (the API kubelet uses) says of the runsc handler,
+# gvz_cri_lists_runsc ADDRESS [HANDLER...] : what the running containerd's CRI (the API kubelet uses) says of the runsc
+# handler (or of each HANDLER: "yes" only when it lists them all),
 # asked with the host's crictl: "yes" (its `crictl info` lists a runsc runtime: the config's runtimes table on 1.x and
 # 2.x, runtimeHandlers on 2.x), "no", or "unknown: <why>" (no crictl on the host, or crictl could not ask). Kind,
 # GKE and EKS nodes ship crictl; without it the dump of the config containerd serves CRI with stands in.
@@ -300,11 +302,16 @@ gvz_cri_lists_runsc() {
         return 0
     fi
     # A JSON key "runsc" (a runtimes table entry) or a handler named runsc; nothing else in `crictl info` is so named.
-    if printf '%s\n' "$_out" | grep -qE '"runsc"[[:space:]]*:[[:space:]]*\{|"name"[[:space:]]*:[[:space:]]*"runsc"'; then
-        echo yes
-    else
-        echo no
-    fi
+    # (A handler's name is letters, digits and -: no regex metacharacter.)
+    shift
+    [ $# -gt 0 ] || set -- runsc
+    for _h in "$@"; do
+        if ! printf '%s\n' "$_out" | grep -qE "\"$_h\"[[:space:]]*:[[:space:]]*\\{|\"name\"[[:space:]]*:[[:space:]]*\"$_h\""; then
+            echo no
+            return 0
+        fi
+    done
+    echo yes
 }
 
 # gvz_cri_state ADDRESS : what the running containerd says about its CRI plugin, asked through `ctr plugins ls` (never
@@ -637,6 +644,11 @@ gvz_check_imports() {
         if [ -n "$_hit" ]; then
             gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_hit" | sed 's/^ //; s/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry"
         fi
+        for _c in ${GVZ_CLASSES:-}; do
+            if gvz_glob_matches "$_p" "${RUNSC_CONFIG%/*}/$_c.toml"; then
+                gvz_log "note: the imports pattern $_p also matches ${RUNSC_CONFIG%/*}/$_c.toml, the runsc.toml of the class with handler $_c: containerd loads it as a config too (2.x logs its keys as unknown; nothing else changes)"
+            fi
+        done
         if gvz_glob_matches "$_p" "$RUNSC_CONFIG"; then
             gvz_log "note: the imports pattern $_p also matches $RUNSC_CONFIG, so containerd loads the shim's options file as a config too (2.x logs its keys as unknown; nothing else changes); set RUNSC_CONFIG (values: runscConfig) to a name the pattern does not match to avoid it"
         fi

@@ -22,9 +22,12 @@ set -eu
 GVZ_NAME=ready
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=classes.sh
+. "${GVISORGEN_SCRIPTS:-/gvisorgen}/classes.sh"
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS uname
 gvz_load_env
+gvz_check_classes
 
 IDIR=$HOST_ROOT$INSTALL_DIR
 STAMP=$HOST_ROOT$GVZ_STAMP
@@ -70,6 +73,14 @@ if [ "$GVISOR_MODE" = install ]; then
         [ -f "$RCFG" ] || not_ready "$RUNSC_CONFIG is missing"
         [ "$(sed -n 3p "$APPLIED")" = "$(gvz_sha512 "$RCFG")" ] || not_ready "$RUNSC_CONFIG changed since configure-containerd wrote it"
     fi
+    # Each further class's runsc.toml, as configure-containerd recorded it (every class of RUNSC_CLASSES has one).
+    for h in $GVZ_CLASSES; do
+        rec=$(gvz_class_files "$APPLIED" | awk -v h="$h" '$1 == h { print $2, $3 }')
+        [ -n "$rec" ] || not_ready "configure-containerd never configured the class with handler $h ($GVZ_APPLIED has no class $h line)"
+        f=${rec#* }
+        [ -f "$HOST_ROOT$f" ] || not_ready "$f, the runsc.toml of the class with handler $h, is missing"
+        [ "$(gvz_sha512 "$HOST_ROOT$f")" = "${rec%% *}" ] || not_ready "$f, the runsc.toml of the class with handler $h, changed since configure-containerd wrote it"
+    done
     # Every file containerd imports, as configure-containerd recorded it when it judged the runsc handler: a change,
     # a removal, or a new file in an imported folder may redefine the handler, which only the installer (privileged,
     # it asks containerd) can judge again. Files outside containerd's config folder (recorded as "-") are not mounted.
@@ -98,6 +109,9 @@ else
         if [ -n "$din" ] && gvz_is_managed "$HOST_ROOT$din"; then not_ready "gvisorgen's drop-in $din is still there"; fi
     fi
     [ ! -e "$APPLIED" ] || not_ready "$GVZ_APPLIED is still there"
-    if [ -f "$RCFG" ] && head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then not_ready "$RUNSC_CONFIG is still there"; fi
+    for h in runsc $GVZ_CLASSES; do
+        f=$(gvz_class_config "$h")
+        if [ -f "$HOST_ROOT$f" ] && head -n 1 "$HOST_ROOT$f" | grep -q '^# Managed by gvisorgen'; then not_ready "$f is still there"; fi
+    done
 fi
 exit 0

@@ -28,9 +28,12 @@ GVZ_NAME=uninstall-runsc
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=releases.sh
 . "${GVISORGEN_SCRIPTS:-/gvisorgen}/releases.sh"
+# shellcheck source-path=SCRIPTDIR source=classes.sh
+. "${GVISORGEN_SCRIPTS:-/gvisorgen}/classes.sh"
 # shellcheck disable=SC2086 # list of applet names
 gvz_need_applets $GVZ_BASE_APPLETS ls rmdir
 gvz_load_env
+gvz_check_classes
 gvz_cas_args "$@"
 [ "$GVISOR_MODE" = uninstall ] || gvz_die "GVISOR_MODE is '$GVISOR_MODE': uninstall-runsc runs only in uninstall mode"
 
@@ -148,9 +151,11 @@ if { [ -n "$has_block" ] || [ -n "$dins" ]; } && [ -f "$CFG" ]; then
     d=${d:-runc}
     gvz_dump_has_runtime "$T/cand.dump" "$p" "$d" ||
         gvz_die "without gvisorgen's runtime the default runtime '$d' would be missing; not touching $CONTAINERD_CONFIG"
-    if gvz_dump_has_runtime "$T/cand.dump" "$p" runsc; then
-        gvz_log "a runsc runtime that gvisorgen did not write stays (in $CONTAINERD_CONFIG or a file it imports)"
-    fi
+    for h in runsc $GVZ_CLASSES; do
+        if gvz_dump_has_runtime "$T/cand.dump" "$p" "$h"; then
+            gvz_log "a $h runtime that gvisorgen did not write stays (in $CONTAINERD_CONFIG or a file it imports)"
+        fi
+    done
     rm -f "$CHECK"
 fi
 if [ -n "$dins" ]; then
@@ -187,6 +192,13 @@ if [ -n "$has_block" ]; then
 fi
 
 # --- runsc.toml, binaries, stamp ---------------------------------------------------------------------------------------
+# The further classes' runsc.toml first (they share RUNSC_CONFIG's folder), gvisorgen's by their header as runsc.toml
+# is: those the applied marker records, then those of RUNSC_CLASSES, which a run killed before its marker left.
+gvz_class_files "$HOST_ROOT$GVZ_APPLIED" >"$T/classes"
+while read -r h _ f; do gvz_remove_class_config "$f" - "the runsc.toml of the class with handler $h"; done <"$T/classes"
+for h in $GVZ_CLASSES; do
+    gvz_remove_class_config "$(gvz_class_config "$h")" - "the runsc.toml of the class with handler $h"
+done
 if [ -f "$RCFG" ]; then
     if head -n 1 "$RCFG" | grep -q '^# Managed by gvisorgen'; then
         rm -f "$RCFG"

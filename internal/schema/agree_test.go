@@ -19,6 +19,10 @@ import (
 // accepts. An entry that no longer differs fails the test, so the list
 // cannot rot.
 var differ = map[string]string{
+	"classes-dup-handler":           "cross-field: two classes never share a handler (#ClassesUnique)",
+	"classes-default-name":          "cross-field: a class is not named as the default RuntimeClass, gvisor (#ClassesUnique)",
+	"classes-dotted-name":           "cross-field: the default handler runsc-<name> of a dotted name is no handler (#ClassHandler): such a class sets its handler",
+	"classes-weak-flag":             "policy: runsc-isolation refuses network host in every class's flags",
 	"profile-gke":                   "policy: the gke profile requires pinned artifacts and images (#ProfileFacts), which the kind target's file does not pin",
 	"waive-from-f":                  "policy: waivers count only from committed inputs (cue/, targets/), never from -f or --set",
 	"toleration-no-key":             "cross-field: a toleration without a key must say operator: Exists (#Toleration)",

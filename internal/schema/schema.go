@@ -111,6 +111,25 @@ func trimHash(s string) string {
 	return s
 }
 
+// property finds the schema of a struct's field name: in its properties,
+// or in those of a member of its allOf (a struct declared in more than one
+// file of the module, as a test's extra file does).
+func property(node map[string]any, name string) (map[string]any, bool) {
+	props, _ := node["properties"].(map[string]any)
+	if p, ok := props[name].(map[string]any); ok {
+		return p, true
+	}
+	all, _ := node["allOf"].([]any)
+	for _, m := range all {
+		if mm, ok := m.(map[string]any); ok {
+			if p, ok := property(mm, name); ok {
+				return p, true
+			}
+		}
+	}
+	return nil, false
+}
+
 // addPropertyNames puts back the key constraints editor turned into
 // [string]: each struct gets propertyNames, a reference to its definition.
 func addPropertyNames(root map[string]any, names []propertyNames, inst cue.Value) error {
@@ -128,8 +147,7 @@ func addPropertyNames(root map[string]any, names []propertyNames, inst cue.Value
 			if !ok {
 				break
 			}
-			props, _ := node["properties"].(map[string]any)
-			node, ok = props[name].(map[string]any)
+			node, ok = property(node, name)
 		}
 		if !ok {
 			return fmt.Errorf("the key constraint [#%s] of %s: no such object in the encoded schema", pn.def, strings.Join(pn.path, "."))

@@ -1,6 +1,7 @@
 package vet
 
 import (
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,7 @@ import (
 // (policy.waive.<name> in its values; cue/values.cue lists the same names
 // as #PolicyID).
 var Policies = map[string]string{
-	"runtimeclass-handler": "the RuntimeClass handler is runsc, the runtime the installer registers",
+	"runtimeclass-handler": "the RuntimeClass handler is runsc or a sandbox class's runsc-<name>, the runtimes the installer registers",
 	"managed-storageclass": "no StorageClass under a name the cloud manages itself",
 	"mutable-image":        "every image is pinned by a release tag or a digest, never latest or no tag",
 	"unpinned-release":     "the profile requires a pinned sha512 for every artifact its nodes install",
@@ -29,8 +30,18 @@ var Policies = map[string]string{
 	"unsigned-artifact":    "Flux verifies every OCI artifact it applies (verify.provider cosign): the installer it carries runs as root on every node",
 }
 
-// Handler is the only RuntimeClass handler the installer configures.
+// Handler is the default class's RuntimeClass handler; the installer
+// registers it and one runsc-<suffix> handler per further sandbox class.
 const Handler = "runsc"
+
+// classHandler is the shape of a further class's handler, as cue/classes.cue
+// (#ClassHandler) spells it; a test holds the two to one corpus.
+var classHandler = regexp.MustCompile(`^runsc-[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// IsClassHandler says whether h is a handler a sandbox class may have.
+func IsClassHandler(h string) bool {
+	return classHandler.MatchString(h) && len(h) <= 56 && h != "runsc-version"
+}
 
 // Facts are what the policies need to know of the profiles; they come from
 // the CUE module (#ProfileFacts), the profiles' one home.
@@ -59,8 +70,8 @@ func FactsOf(ev *eval.Evaluator) (Facts, error) {
 }
 
 func (c *checker) runtimeClassPolicy(o *nodev1.RuntimeClass) {
-	if o.Handler != Handler {
-		c.policy("runtimeclass-handler", p("handler"), "handler %q: the installer registers containerd's runtime %q only; with any other handler every pod of this RuntimeClass fails to start (use handler: %s)",
+	if o.Handler != Handler && !IsClassHandler(o.Handler) {
+		c.policy("runtimeclass-handler", p("handler"), "handler %q: the installer registers containerd's runtime %q and one runsc-<name> per sandbox class (gvisor.classes) only; with any other handler every pod of this RuntimeClass fails to start (use handler: %s, or a class's handler)",
 			o.Handler, Handler, Handler)
 	}
 }

@@ -169,7 +169,7 @@ func TestCheck(t *testing.T) {
 			edit: `spec: {containers: [{name: c, image: busybox}]}`, want: `spec.containers.0.image: gvisorgen policy mutable-image: image "busybox" has no tag`, policy: "mutable-image"},
 		{name: "policy: handler", kind: "node.k8s.io/v1/RuntimeClass",
 			base: `{apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: gvisor}, handler: runsc}`,
-			edit: `handler: kata`, want: `handler: gvisorgen policy runtimeclass-handler: handler "kata": the installer registers containerd's runtime "runsc" only`, policy: "runtimeclass-handler"},
+			edit: `handler: kata`, want: `handler: gvisorgen policy runtimeclass-handler: handler "kata": the installer registers containerd's runtime "runsc" and one runsc-<name> per sandbox class (gvisor.classes) only`, policy: "runtimeclass-handler"},
 		{name: "runtimeclass toleration rule", kind: "node.k8s.io/v1/RuntimeClass",
 			base: `{apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: gvisor}, handler: runsc}`,
 			edit: `scheduling: {tolerations: [{operator: Equal}]}`, want: "scheduling.tolerations.0.operator: Equal without a key"},

@@ -74,37 +74,54 @@ func (f RunscFlag) matches(name, value string) bool {
 	return value == f.Weak
 }
 
-// runscFindings holds a target's runsc flags (gvisor.runsc.config) to the
-// list: refused ones are policy runsc-isolation, the others warnings.
+// runscFindings holds a target's runsc flags (gvisor.runsc.config, and each
+// sandbox class's gvisor.classes.<name>.runsc.config) to the list: refused
+// ones are policy runsc-isolation, the others warnings.
 func runscFindings(t eval.Target) (errs []finding, warns []warn.Warning) {
+	type flags struct {
+		Runsc struct {
+			Config map[string]any `json:"config"`
+		} `json:"runsc"`
+	}
 	var v struct {
 		Gvisor struct {
 			Enabled bool `json:"enabled"`
-			Runsc   struct {
-				Config map[string]any `json:"config"`
-			} `json:"runsc"`
+			flags
+			Classes map[string]flags `json:"classes"`
 		} `json:"gvisor"`
 	}
 	if json.Unmarshal(t.Values, &v) != nil || !v.Gvisor.Enabled {
 		return nil, nil
 	}
-	names := make([]string, 0, len(v.Gvisor.Runsc.Config))
-	for n := range v.Gvisor.Runsc.Config {
-		names = append(names, n)
+	sets := []struct {
+		field string
+		flags map[string]any
+	}{{"gvisor.runsc.config", v.Gvisor.Runsc.Config}}
+	for _, n := range sortedKeys(v.Gvisor.Classes) {
+		sets = append(sets, struct {
+			field string
+			flags map[string]any
+		}{"gvisor.classes." + strconv.Quote(n) + ".runsc.config", v.Gvisor.Classes[n].Runsc.Config})
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		val := fmt.Sprint(v.Gvisor.Runsc.Config[n])
-		for _, f := range RunscFlags {
-			if !f.matches(n, val) {
-				continue
-			}
-			msg := fmt.Sprintf("gvisor.runsc.config %s = %s weakens the sandbox: %s", n, val, f.Reason)
-			if f.Refuse {
-				errs = append(errs, finding{policy: "runsc-isolation", field: "gvisor.runsc.config." + strconv.Quote(n), msg: "gvisorgen policy runsc-isolation: " + msg + "; remove it, or waive runsc-isolation with a reason"})
-			} else {
-				warns = append(warns, warn.Warning{Cause: warn.RunscFlag, Target: t.Name, Subject: n, Example: t.Example, Action: "remove it unless this cluster needs it",
-					Message: fmt.Sprintf("target %s: %s", t.Name, msg)})
+	for _, set := range sets {
+		names := make([]string, 0, len(set.flags))
+		for n := range set.flags {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			val := fmt.Sprint(set.flags[n])
+			for _, f := range RunscFlags {
+				if !f.matches(n, val) {
+					continue
+				}
+				msg := fmt.Sprintf("%s %s = %s weakens the sandbox: %s", set.field, n, val, f.Reason)
+				if f.Refuse {
+					errs = append(errs, finding{policy: "runsc-isolation", field: set.field + "." + strconv.Quote(n), msg: "gvisorgen policy runsc-isolation: " + msg + "; remove it, or waive runsc-isolation with a reason"})
+				} else {
+					warns = append(warns, warn.Warning{Cause: warn.RunscFlag, Target: t.Name, Subject: n, Example: t.Example, Action: "remove it unless this cluster needs it",
+						Message: fmt.Sprintf("target %s: %s", t.Name, msg)})
+				}
 			}
 		}
 	}

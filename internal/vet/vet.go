@@ -202,7 +202,7 @@ func WaiverNotes(ts []eval.Target, r Report) []warn.Warning {
 	return out
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

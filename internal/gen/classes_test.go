@@ -1,0 +1,185 @@
+package gen
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	nodev1 "k8s.io/api/node/v1"
+
+	"github.com/gvisorgen/gvisorgen/internal/eval"
+)
+
+// classesYAML: a GPU class (its flags, scheduling on GPU nodes, a larger overhead) and a KVM class with its own
+// handler name, beside the default class.
+const classesYAML = `gvisor:
+  classes:
+    gpu:
+      runsc:
+        config:
+          nvproxy: true
+      scheduling:
+        nodeSelector:
+          nvidia.com/gpu.present: "true"
+        tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoSchedule
+      overhead:
+        memory: 64Mi
+    kvm:
+      handler: runsc-fast
+      runsc:
+        config:
+          platform: kvm
+`
+
+func buildKind(t *testing.T, values string) eval.Target {
+	t.Helper()
+	o := eval.Options{Root: repoRoot, Only: []string{"kind"}}
+	if values != "" {
+		f := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o.ValuesFiles = []string{f}
+	}
+	out, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Result.Targets[0]
+}
+
+// TestClassesRender: each class gets its RuntimeClass (its handler, its gate label merged into its scheduling, its
+// overhead), the installer its RUNSC_CLASSES, label-node sets every class's gate label, unlabel-node removes them, and
+// the admission policy lets the installer change exactly those labels and the version.
+func TestClassesRender(t *testing.T) {
+	tg := buildKind(t, classesYAML)
+	rcs := map[string]nodev1.RuntimeClass{}
+	var ds, vap []byte
+	for _, o := range tg.Objects {
+		switch o.Kind {
+		case "RuntimeClass":
+			var rc nodev1.RuntimeClass
+			if err := json.Unmarshal(o.JSON, &rc); err != nil {
+				t.Fatal(err)
+			}
+			rcs[rc.Name] = rc
+		case "DaemonSet":
+			ds = o.JSON
+		case "ValidatingAdmissionPolicy":
+			vap = o.JSON
+		}
+	}
+	const prefix = "node-restriction.kubernetes.io/gvisor-"
+	for _, c := range []struct {
+		name, handler, memory string
+		selector              map[string]string
+		tolerations           int
+	}{
+		{"gvisor", "runsc", "32Mi", map[string]string{prefix + "runsc": "true"}, 0},
+		{"gpu", "runsc-gpu", "64Mi", map[string]string{prefix + "runsc-gpu": "true", "nvidia.com/gpu.present": "true"}, 1},
+		{"kvm", "runsc-fast", "32Mi", map[string]string{prefix + "runsc-fast": "true"}, 0},
+	} {
+		rc, ok := rcs[c.name]
+		if !ok {
+			t.Fatalf("no RuntimeClass %s: %v", c.name, rcs)
+		}
+		if rc.Handler != c.handler || rc.Overhead.PodFixed.Memory().String() != c.memory ||
+			!mapsEqual(rc.Scheduling.NodeSelector, c.selector) || len(rc.Scheduling.Tolerations) != c.tolerations {
+			t.Errorf("RuntimeClass %s: handler %s, overhead %v, scheduling %+v", c.name, rc.Handler, rc.Overhead.PodFixed, rc.Scheduling)
+		}
+	}
+	if len(rcs) != 3 {
+		t.Errorf("%d RuntimeClasses, want 3", len(rcs))
+	}
+	s := string(ds)
+	for _, want := range []string{
+		`"name":"RUNSC_CLASSES","value":"[runsc-gpu]\nnvproxy = true\n[runsc-fast]\nplatform = \"kvm\""`,
+		`"args":["label","node","$(NODE_NAME)","--overwrite","` + prefix + `runsc=true","` + prefix + `runsc-gpu=true","` + prefix + `runsc-fast=true","` + prefix + `runsc-version=`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("DaemonSet lacks %s", want)
+		}
+	}
+	if want := `['` + prefix + `runsc', '` + prefix + `runsc-gpu', '` + prefix + `runsc-fast', '` + prefix + `runsc-version']`; !strings.Contains(string(vap), want) {
+		t.Errorf("admission policy's gateKeys are not %s:\n%s", want, vap)
+	}
+
+	// uninstall: unlabel-node removes every class's label and the version
+	un := buildKind(t, classesYAML+"  installer:\n    mode: uninstall\n")
+	for _, o := range un.Objects {
+		if o.Kind == "DaemonSet" && !strings.Contains(string(o.JSON), `"args":["label","node","$(NODE_NAME)","`+prefix+`runsc-","`+prefix+`runsc-gpu-","`+prefix+`runsc-fast-","`+prefix+`runsc-version-"]`) {
+			t.Errorf("unlabel-node does not remove every class's label:\n%s", o.JSON)
+		}
+	}
+}
+
+// TestNoClassesIsTodaysOutput: a target that declares no class (or an empty classes map) renders exactly what a
+// single-class target rendered before classes existed: one RuntimeClass, no RUNSC_CLASSES, the two gate labels. The
+// committed tree (generated/, the fleet golden) holds the bytes.
+func TestNoClassesIsTodaysOutput(t *testing.T) {
+	plain, empty := buildKind(t, ""), buildKind(t, "gvisor:\n  classes: {}\n")
+	if len(plain.Objects) != len(empty.Objects) {
+		t.Fatalf("%d objects without classes, %d with classes: {}", len(plain.Objects), len(empty.Objects))
+	}
+	for i := range plain.Objects {
+		if string(plain.Objects[i].JSON) != string(empty.Objects[i].JSON) {
+			t.Errorf("%s %s differs with classes: {}", plain.Objects[i].Kind, plain.Objects[i].Name)
+		}
+	}
+	var kinds []string
+	for _, o := range plain.Objects {
+		kinds = append(kinds, o.Kind)
+		if o.Kind == "DaemonSet" && strings.Contains(string(o.JSON), "RUNSC_CLASSES") {
+			t.Errorf("a target without classes sets RUNSC_CLASSES")
+		}
+	}
+	if n := len(slices.DeleteFunc(kinds, func(k string) bool { return k != "RuntimeClass" })); n != 1 {
+		t.Errorf("%d RuntimeClasses, want 1", n)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestClassesRefused: two classes never share a name, a handler or a runsc.toml, and a handler is runsc-<suffix>;
+// each refusal names the classes (or the field) at fault.
+func TestClassesRefused(t *testing.T) {
+	for _, c := range []struct{ name, values, want string }{
+		{"one handler", "gvisor:\n  classes:\n    a: {handler: runsc-x}\n    b: {handler: runsc-x}\n",
+			`_uniqueClasses.handlers."runsc-x": conflicting values "gvisor.classes.b" and "gvisor.classes.a"`},
+		{"the default's name", "gvisor:\n  classes:\n    gvisor: {}\n",
+			`_uniqueClasses.names.gvisor: conflicting values "gvisor.classes.gvisor" and "gvisor.runtimeClass"`},
+		{"runsc.toml's name", "gvisor:\n  host:\n    runscConfig: /etc/containerd/runsc/runsc-gpu.toml\n  classes:\n    gpu: {}\n",
+			`_uniqueClasses.files."/etc/containerd/runsc/runsc-gpu.toml": conflicting values`},
+		{"not runsc-", "gvisor:\n  classes:\n    gpu: {handler: nvidia}\n", `gvisor.classes.gpu.handler: invalid value "nvidia"`},
+		{"runsc-version", "gvisor:\n  classes:\n    version: {}\n", `invalid value "runsc-version"`},
+		{"a dotted name needs a handler", "gvisor:\n  classes:\n    gpu.example.com: {}\n", `invalid value "runsc-gpu.example.com"`},
+		{"a bad name", "gvisor:\n  classes:\n    GPU: {}\n", `gvisor.classes.GPU`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(f, []byte(c.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Build(eval.Options{Root: repoRoot, Only: []string{"kind"}, ValuesFiles: []string{f}})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %s", err, c.want)
+			}
+		})
+	}
+}
