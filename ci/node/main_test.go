@@ -173,6 +173,24 @@ func sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// nvproxyDropped is the NVIDIA driver that the fake runsc of tagArch does not list (the real list of the others does):
+// a bump from tagBin to tagArch drops a node's driver.
+const nvproxyDropped = "570.172.08"
+
+// nvproxyBranch: as runsc, `nvproxy list-supported-drivers` prints the real list of gVisor's build in
+// testdata/nvproxy-drivers.txt (tagArch's without nvproxyDropped).
+func nvproxyBranch(tag string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", "nvproxy-drivers.txt"))
+	must(err)
+	var vs []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") && (tag != tagArch || l != nvproxyDropped) {
+			vs = append(vs, l)
+		}
+	}
+	return "if [ \"${1:-}\" = nvproxy ] && [ \"${2:-}\" = list-supported-drivers ]; then\nprintf '%s\\n' " + strings.Join(vs, " ") + "\nexit 0\nfi\n"
+}
+
 // fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest). As runsc,
 // `--root DIR list -quiet` lists the containers whose state files (<sandbox>_sandbox:<id>.state, runsc's naming) are
 // in DIR: a test "runs a sandbox" of a release by writing one into the release's state root. Anything else: prints its
@@ -185,6 +203,9 @@ for f in "$2"/*.state; do [ -e "$f" ] || continue; f=${f##*/}; f=${f%.state}; ec
 exit 0
 fi
 `
+	if name == "runsc" {
+		list += nvproxyBranch(tag)
+	}
 	return append([]byte(fmt.Sprintf("#!/bin/sh\n%secho %s %s \"$@\"\nexit 0\n#", list, name, tag)), []byte(hex.EncodeToString(pad))...)
 }
 

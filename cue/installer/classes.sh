@@ -86,3 +86,102 @@ gvz_remove_class_config() {
         gvz_log "$1 is not gvisorgen's as recorded (edited since, or another writer's); left in place"
     fi
 }
+
+# ---------------------------------------------------------------------------------------------------------------
+# Node checks of a class (RUNSC_CHECKS, cue/classes.cue #ClassChecks): its gate opens on this node only where they pass.
+
+# gvz_check_gate_lines : refuses RUNSC_CHECKS lines that are not "<handler> <gate label> <check>...", with the handler
+# runsc or one of RUNSC_CLASSES, the label node-restriction.kubernetes.io/gvisor-<handler>, each check nvidia-driver or
+# kvm. Call after gvz_check_classes.
+gvz_check_gate_lines() {
+    [ -n "$RUNSC_CHECKS" ] || return 0
+    while read -r _h _l _c; do
+        [ -n "$_h" ] || continue
+        case " runsc $GVZ_CLASSES " in *" $_h "*) ;; *) gvz_die "RUNSC_CHECKS names the handler '$_h', which is not runsc or a class of RUNSC_CLASSES" ;; esac
+        [ "$_l" = "node-restriction.kubernetes.io/gvisor-$_h" ] || gvz_die "RUNSC_CHECKS gives the handler $_h the gate label '$_l'; want node-restriction.kubernetes.io/gvisor-$_h"
+        [ -n "$_c" ] || gvz_die "RUNSC_CHECKS names no check for the handler $_h"
+        for _x in $_c; do
+            case $_x in nvidia-driver | kvm) ;; *) gvz_die "RUNSC_CHECKS names the check '$_x' for $_h; the installer knows nvidia-driver and kvm" ;; esac
+        done
+    done <<EOF
+$RUNSC_CHECKS
+EOF
+}
+
+# gvz_nvidia_version FILE : the driver version in the host's /proc/driver/nvidia/version (its "NVRM version:" line,
+# e.g. "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  (dvs-builder@U16)  ..."),
+# nothing when FILE is missing or names none.
+gvz_nvidia_version() {
+    gvz_host cat "$1" 2>/dev/null |
+        awk '/^NVRM version:/ { for (i = 3; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+(\.[0-9]+)?$/) { print $i; exit } }'
+}
+
+# gvz_version_norm : each dotted version on stdin without leading zeros in its parts (runsc prints 570.172.08 and
+# 620.06.00; the driver names itself 570.172.08 too, but a comparison must not depend on the padding).
+gvz_version_norm() {
+    awk -F. '{ s = ""; for (i = 1; i <= NF; i++) s = s (i > 1 ? "." : "") ($i + 0); print s }'
+}
+
+# gvz_gate_nvidia : prints why the nvidia-driver check fails on this node (nothing when it passes): no driver, or one
+# that the installed release's `runsc nvproxy list-supported-drivers` does not list.
+gvz_gate_nvidia() {
+    _drv=$(gvz_nvidia_version "$NVIDIA_DRIVER_VERSION_FILE")
+    if [ -z "$_drv" ]; then
+        echo "no NVIDIA driver on this node ($NVIDIA_DRIVER_VERSION_FILE names no NVRM version)"
+        return 0
+    fi
+    _runsc=$GVZ_RELEASES/$GVISOR_VERSION/runsc
+    # shellcheck disable=SC2086 # GVZ_HX is a command prefix, split on purpose
+    if ! _list=$(timeout 30 $GVZ_HX "$_runsc" nvproxy list-supported-drivers 2>&1) ||
+        ! printf '%s\n' "$_list" | grep -qE '^[0-9]+\.[0-9]+(\.[0-9]+)?$'; then
+        echo "cannot tell which NVIDIA drivers gVisor $GVISOR_VERSION supports ($_runsc nvproxy list-supported-drivers: $(printf '%s' "$_list" | head -c 200))"
+        return 0
+    fi
+    _want=$(echo "$_drv" | gvz_version_norm)
+    if ! printf '%s\n' "$_list" | grep -E '^[0-9]+\.[0-9]+(\.[0-9]+)?$' | gvz_version_norm | grep -qxF "$_want"; then
+        echo "the node's NVIDIA driver $_drv is not one that gVisor $GVISOR_VERSION supports (runsc nvproxy list-supported-drivers: $(printf '%s\n' "$_list" | grep -cE '^[0-9]') versions, $(printf '%s\n' "$_list" | grep -E '^[0-9]' | head -n 1) to $(printf '%s\n' "$_list" | grep -E '^[0-9]' | tail -n 1))"
+    fi
+}
+
+# gvz_gate_kvm : prints why the kvm check fails (nothing when it passes): KVM_DEVICE must be a character device that
+# opens read-write, as runsc's KVM platform opens it. (In a subshell: a failed redirection of a special built-in ends the
+# shell that runs it.)
+gvz_gate_kvm() {
+    # shellcheck disable=SC2016 # expanded by the host shell
+    if ! _e=$(gvz_host sh -c '[ -c "$1" ] || { echo "$1 is not a character device (no KVM on this node, or it is not passed to the host)"; exit 1; }; ( : <>"$1" ) 2>/dev/null || { echo "$1 does not open read-write (the kvm module is not loaded, or KVM is not usable here)"; exit 1; }' sh "$KVM_DEVICE" 2>&1); then
+        echo "${_e:-$KVM_DEVICE is not usable}"
+    fi
+}
+
+# gvz_class_gates OUT : runs every RUNSC_CHECKS line's checks on this node and writes "<handler> <gate label> open" or
+# "<handler> <gate label> closed <why>" per line to OUT; logs each class that stays closed.
+gvz_class_gates() {
+    : >"$1"
+    [ -n "$RUNSC_CHECKS" ] || return 0
+    while read -r _h _l _c; do
+        [ -n "$_h" ] || continue
+        _why=
+        for _x in $_c; do
+            case $_x in
+            nvidia-driver) _why=$(gvz_gate_nvidia) ;;
+            kvm) _why=$(gvz_gate_kvm) ;;
+            esac
+            [ -z "$_why" ] || break
+        done
+        if [ -n "$_why" ]; then
+            printf '%s %s closed %s\n' "$_h" "$_l" "$_why" >>"$1"
+            gvz_log "the class with handler $_h stays closed on this node ($_l unset): $_why. Its handler is configured; new sandboxes of that class are scheduled only onto nodes where its checks pass, and running ones keep their release"
+        else
+            printf '%s %s open\n' "$_h" "$_l" >>"$1"
+            gvz_log "the class with handler $_h passed its checks ($_c) on this node: its gate $_l opens"
+        fi
+    done <<EOF
+$RUNSC_CHECKS
+EOF
+}
+
+# gvz_gate_patch GATES : the merge patch label-checked-classes applies to the node: each checked class's gate label,
+# "true" where it is open, null (removed) where it is closed.
+gvz_gate_patch() {
+    awk 'BEGIN { printf "{\"metadata\":{\"labels\":{" } { printf "%s\"%s\":%s", (NR > 1 ? "," : ""), $2, ($3 == "open" ? "\"true\"" : "null") } END { print "}}}" }' "$1"
+}

@@ -64,6 +64,7 @@ RCFG=$HOST_ROOT$RUNSC_CONFIG
 [ ! -L "$CFG" ] || gvz_die "$CONTAINERD_CONFIG is a symlink; refusing to replace it (point CONTAINERD_CONFIG at the real file)"
 gvz_check_runsc_toml
 gvz_check_classes
+gvz_check_gate_lines
 # The handlers gvisorgen writes (all but an adopted runsc: below), and their list for messages.
 OURS=runsc${GVZ_CLASSES:+ $GVZ_CLASSES}
 HANDLERS=$(printf '%s' "$OURS" | sed 's/ /, /g')
@@ -643,6 +644,14 @@ if [ -n "$has_block" ] && [ -z "$handwritten" ]; then
 fi
 rdig=-
 if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
+# The classes whose gate depends on this node (RUNSC_CHECKS): their checks, run on every start of the pod (a bump
+# checks again with the new release), and the merge patch label-checked-classes applies to the node's labels, in the
+# pod's /tmp (an emptyDir its containers share; nothing of it on the host).
+gvz_class_gates "$T/gates"
+if [ -n "$RUNSC_CHECKS" ]; then
+    gvz_gate_patch "$T/gates" | gvz_atomic_write "${TMPDIR:-/tmp}/gvisorgen-gates.json" 0644 ||
+        gvz_die "cannot write ${TMPDIR:-/tmp}/gvisorgen-gates.json"
+fi
 # Every file containerd imports (ready.sh notices a change, a removal, or a new file in an imported folder): the
 # patterns, and each file they match now with its digest ("-" outside containerd's config folder, which the probe
 # cannot read: those are not watched, and the log says so).
@@ -659,6 +668,8 @@ gvz_import_files "$T/imports.all" >"$T/import.files"
         printf 'mode block %s\n' "$CONTAINERD_CONFIG"
     fi
     if [ -n "$din_created" ]; then printf 'created %s\n' "$din_created"; fi
+    # each checked class's verdict on this node
+    awk '{ print "gate", $1, $3 }' "$T/gates"
     # each further class's runsc.toml (ready.sh checks it, uninstall and a later run without the class remove it)
     for h in $GVZ_CLASSES; do
         f=$(gvz_class_config "$h")

@@ -68,6 +68,9 @@ gvz_load_env() {
     RUNSC_CONFIG=${RUNSC_CONFIG:-/etc/containerd/runsc/runsc.toml}
     RUNSC_CONFIG_TOML=${RUNSC_CONFIG_TOML:-}
     RUNSC_CLASSES=${RUNSC_CLASSES:-}
+    RUNSC_CHECKS=${RUNSC_CHECKS:-}
+    NVIDIA_DRIVER_VERSION_FILE=${NVIDIA_DRIVER_VERSION_FILE:-/proc/driver/nvidia/version}
+    KVM_DEVICE=${KVM_DEVICE:-/dev/kvm}
     ADOPT_FOREIGN_RUNSC=${ADOPT_FOREIGN_RUNSC:-false}
     STATE_DIR=${STATE_DIR:-/run/gvisorgen}
     STATE_DIR=${STATE_DIR%/}
@@ -86,6 +89,8 @@ gvz_load_env() {
     gvz_check_path INSTALL_DIR "$INSTALL_DIR"
     gvz_check_path CONTAINERD_CONFIG "$CONTAINERD_CONFIG"
     gvz_check_path RUNSC_CONFIG "$RUNSC_CONFIG"
+    gvz_check_path NVIDIA_DRIVER_VERSION_FILE "$NVIDIA_DRIVER_VERSION_FILE"
+    gvz_check_path KVM_DEVICE "$KVM_DEVICE"
     gvz_check_path STATE_DIR "$STATE_DIR"
     if ! gvz_is_uint "$KEEP_OLD_RELEASES" || [ "$KEEP_OLD_RELEASES" -gt 20 ]; then
         gvz_die "KEEP_OLD_RELEASES must be an integer from 0 to 20, got '$KEEP_OLD_RELEASES'"

@@ -55,7 +55,8 @@ func buildKind(t *testing.T, values string) eval.Target {
 }
 
 // TestClassesRender: each class gets its RuntimeClass (its handler, its gate label merged into its scheduling, its
-// overhead), the installer its RUNSC_CLASSES, label-node sets every class's gate label, unlabel-node removes them, and
+// overhead), the installer its RUNSC_CLASSES and RUNSC_CHECKS, label-node sets the gate labels of the classes without
+// node checks, label-checked-classes applies the installer's patch for the others, unlabel-node removes them all, and
 // the admission policy lets the installer change exactly those labels and the version.
 func TestClassesRender(t *testing.T) {
 	tg := buildKind(t, classesYAML)
@@ -100,7 +101,11 @@ func TestClassesRender(t *testing.T) {
 	s := string(ds)
 	for _, want := range []string{
 		`"name":"RUNSC_CLASSES","value":"[runsc-gpu]\nnvproxy = true\n[runsc-fast]\nplatform = \"kvm\""`,
-		`"args":["label","node","$(NODE_NAME)","--overwrite","` + prefix + `runsc=true","` + prefix + `runsc-gpu=true","` + prefix + `runsc-fast=true","` + prefix + `runsc-version=`,
+		// the checked classes (nvproxy, platform kvm) open where their checks pass: not label-node's
+		`"args":["label","node","$(NODE_NAME)","--overwrite","` + prefix + `runsc=true","` + prefix + `runsc-version=`,
+		`"name":"RUNSC_CHECKS","value":"runsc-gpu ` + prefix + `runsc-gpu nvidia-driver\nrunsc-fast ` + prefix + `runsc-fast kvm"`,
+		`"args":["patch","node","$(NODE_NAME)","--type=merge","--patch-file=/gvisorgen-gate/gvisorgen-gates.json"]`,
+		`{"name":"tmp","readOnly":true,"mountPath":"/gvisorgen-gate"}`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("DaemonSet lacks %s", want)
