@@ -48,6 +48,7 @@ type Cluster struct {
 	generated string            // "<version> <mode>" the generated folder was last rendered for
 	registry  bool              // the OCI registry serves in the node's network namespace (serveRegistry)
 	noQuota   bool              // render the target without its priority-class quota (scenario 2q)
+	classes   string            // gvisor.classes of the target, YAML under "  classes:" ("" for none: scenario 3c)
 	early     bool              // gvisor-sleeper was created before the installer and waits for the gate (scenario 1)
 	fetched   string            // install-runsc's log of an earlier pod that downloaded the release (scenario 1f)
 	states    map[string]string // a harness pod's "containerID restartCount phase" when it was last checked

@@ -48,9 +48,10 @@ gvisor:
     priorityQuota: {create: %t}
   readinessGate:
     image: {repository: gvz-e2e/kubectl, tag: e2e, digest: "%s", pullPolicy: Never}
-%ssmoke:
+%s%ssmoke:
   image: %s
-`, version, mirror, mode, imgDigest, !c.noQuota, kubectlDig, map[bool]string{true: "  runsc:\n    config: {network: \"none\"}\n"}[version == vDeb], img)
+`, version, mirror, mode, imgDigest, !c.noQuota, kubectlDig, map[bool]string{true: "  runsc:\n    config: {network: \"none\"}\n"}[version == vDeb],
+		map[bool]string{true: "  classes:\n" + c.classes}[c.classes != ""], img)
 	return os.WriteFile(c.targetFile(), []byte(y), 0o644)
 }
 

@@ -188,3 +188,59 @@ func TestClassesRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUPreset: preset nvidia-gpu fills a class's defaults from its profile: nvproxy (so the class gets the
+// nvidia-driver check), the profile's GPU node label where the platform sets one (AKS), none where it does not (GKE:
+// the label's value is the GPU type), the nvidia.com/gpu NoSchedule toleration; every default yields to the values.
+func TestGPUPreset(t *testing.T) {
+	for _, c := range []struct {
+		name, profile, extra string
+		selector             map[string]string
+		checked              bool
+	}{
+		{"aks", "aks", "", map[string]string{"kubernetes.azure.com/accelerator": "nvidia"}, true},
+		{"gke", "gke", "", map[string]string{}, true},
+		// a selector of the class's own joins the preset's (a map: CUE unifies the default with it)
+		{"own selector", "aks", "      scheduling: {nodeSelector: {pool: a100}}\n", map[string]string{"pool": "a100", "kubernetes.azure.com/accelerator": "nvidia"}, true},
+		{"nvproxy off", "kind", "      runsc: {config: {nvproxy: false}}\n", map[string]string{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// a target of its own (committed inputs: the waivers of the example targets' pins count only there)
+			y := "profile: " + c.profile + "\npolicy: {waive: {unpinned-release: test, unpinned-image: test}}\ngvisor:\n  classes:\n    gpu:\n      preset: nvidia-gpu\n" + c.extra
+			root := t.TempDir()
+			if err := os.CopyFS(filepath.Join(root, "cue"), os.DirFS(filepath.Join(repoRoot, "cue"))); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(root, "targets"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "targets", "gpu.yaml"), []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := Build(eval.Options{Root: root, Only: []string{"gpu"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range out.Result.Targets[0].Objects {
+				switch {
+				case o.Kind == "RuntimeClass" && o.Name == "gpu":
+					var rc nodev1.RuntimeClass
+					if err := json.Unmarshal(o.JSON, &rc); err != nil {
+						t.Fatal(err)
+					}
+					want := map[string]string{"node-restriction.kubernetes.io/gvisor-runsc-gpu": "true"}
+					for k, v := range c.selector {
+						want[k] = v
+					}
+					if !mapsEqual(rc.Scheduling.NodeSelector, want) || len(rc.Scheduling.Tolerations) != 1 || rc.Scheduling.Tolerations[0].Key != "nvidia.com/gpu" {
+						t.Errorf("scheduling %+v, want nodeSelector %v and the nvidia.com/gpu toleration", rc.Scheduling, want)
+					}
+				case o.Kind == "DaemonSet":
+					if got := strings.Contains(string(o.JSON), "runsc-gpu node-restriction.kubernetes.io/gvisor-runsc-gpu nvidia-driver"); got != c.checked {
+						t.Errorf("the nvidia-driver check rendered: %v, want %v", got, c.checked)
+					}
+				}
+			}
+		})
+	}
+}
