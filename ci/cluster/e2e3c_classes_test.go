@@ -5,6 +5,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,10 +77,9 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 			t.Errorf("the applied marker does not record the GPU class closed:\n%s", applied)
 		}
 
-		// a pod of each open class runs under gVisor, its sandbox with its class's flags (seen on the host). In this
-		// order only: a gvisor pod created after a gvisor-wd pod was seen running with gvisor-wd's flags
-		// (containerd 2.4.2, 2026-12-05; docs/classes.md, "Known issue"), which issue 31 keeps open.
-		for _, s := range []podSpec{gvisorSleeper, wdSleeper} {
+		// a pod of each open class runs under gVisor, its sandbox with its class's flags (seen on the host), the
+		// gvisor pod after the gvisor-wd one: nothing of the first class's options carries over to the next pod
+		for _, s := range []podSpec{wdSleeper, gvisorSleeper} {
 			pod := c.runPod(ctx, t, s, corev1.PodRunning)
 			if log := c.waitLog(ctx, t, s.name, "Starting gVisor", 20*time.Second); !strings.Contains(log, "Starting gVisor") {
 				t.Errorf("%s (class %s): no 'Starting gVisor' in its dmesg:\n%s", s.name, s.runtimeClass, clipLines(log, 10))
@@ -88,6 +88,11 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 			if len(sbs) != 1 {
 				t.Errorf("%s (class %s): %d sandbox processes in its cgroup, want one: %q", s.name, s.runtimeClass, len(sbs), sbs)
 				continue
+			}
+			// containerd gave the pod's sandbox container its handler's options: ConfigPath names the class's file
+			want := map[string]string{"gvisor-wd": "/etc/containerd/runsc/runsc-gvisor-wd.toml", "gvisor": "/etc/containerd/runsc/runsc.toml"}[s.runtimeClass]
+			if got := c.configPath(ctx, t, sbs[0][len(sbs[0])-1]); got != want {
+				t.Errorf("%s (class %s): containerd's runtime options name ConfigPath %q, want %s", s.name, s.runtimeClass, got, want)
 			}
 			// runsc passes the flags set in its configuration to the sandbox process
 			if slices.Contains(sbs[0], "--watchdog-action=panic") != (s.runtimeClass == "gvisor-wd") {
@@ -156,6 +161,40 @@ func (c *Cluster) sandboxFlags(t *testing.T, uid string) [][]string {
 		out = append(out, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))
 	}
 	return out
+}
+
+// configPath reads the ConfigPath of a container's runtime options from the node's containerd (ctr c info: the
+// options are a serialized runtimeoptions.v1.Options, whose second field is ConfigPath).
+func (c *Cluster) configPath(ctx context.Context, t *testing.T, id string) string {
+	t.Helper()
+	out, err := c.nsenter(ctx, true, "ctr", "-n", "k8s.io", "containers", "info", id)
+	if err != nil {
+		t.Fatalf("ctr containers info %s: %v\n%s", id, err, out)
+	}
+	var info struct {
+		Runtime struct {
+			Options struct {
+				TypeURL string `json:"type_url"`
+				Value   []byte `json:"value"`
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("ctr containers info %s: %v", id, err)
+	}
+	// field 2 (ConfigPath), wire type 2: tag 0x12, a one-byte length (paths under 128 bytes)
+	v := info.Runtime.Options.Value
+	for i := 0; i+1 < len(v); {
+		tag, n := v[i], int(v[i+1])
+		if i+2+n > len(v) {
+			break
+		}
+		if tag == 0x12 {
+			return string(v[i+2 : i+2+n])
+		}
+		i += 2 + n
+	}
+	return ""
 }
 
 // waitLog reads a harness pod's log until it holds want, for a while.
