@@ -33,6 +33,14 @@ if [ "${GVZ_E2E_INNER:-}" != 1 ]; then
 		[ -x "$f" ] || { echo "e2e: FAIL: missing $f (run ci/node/e2e-setup.sh)" >&2; exit 1; }
 	done
 	[ -f "$G.tar.bz2" ] || { echo "e2e: FAIL: missing $G.tar.bz2 (run ci/node/e2e-setup.sh)" >&2; exit 1; }
+	# The node suite's fake runsc prints this build's NVIDIA driver list (ci/node/testdata/nvproxy-drivers.txt), against
+	# which it tests a GPU class's driver check: it must be this runsc's own `nvproxy list-supported-drivers`.
+	if ! "$G/runsc" nvproxy list-supported-drivers | cmp -s - <(grep -v '^#' ci/node/testdata/nvproxy-drivers.txt); then
+		echo "e2e: FAIL: ci/node/testdata/nvproxy-drivers.txt is not what $G/runsc nvproxy list-supported-drivers prints; refresh it:" >&2
+		"$G/runsc" nvproxy list-supported-drivers | diff - <(grep -v '^#' ci/node/testdata/nvproxy-drivers.txt) >&2 || true
+		exit 1
+	fi
+	echo "e2e: ci/node/testdata/nvproxy-drivers.txt is $G/runsc's own nvproxy list-supported-drivers ($(grep -vc '^#' ci/node/testdata/nvproxy-drivers.txt) drivers)"
 	# The runs are independent (each its own namespaces, /run, host tree, server and CNI bridge) and half of a run is
 	# waiting (containerd restarts, the sandbox booting): GVZ_E2E_JOBS of them at a time (default 3), each run's output
 	# kept and printed whole, in the order of the list, once it is done.
