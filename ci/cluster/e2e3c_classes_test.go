@@ -26,7 +26,9 @@ const classesValues = `    gvisor-wd:
       preset: nvidia-gpu
 `
 
+// The scenario's own pods (not gvisor-sleeper, which later scenarios expect as scenario 3 left it).
 var (
+	defSleeper = podSpec{"default-class-sleeper", "gvisor", "Always", "dmesg; exec sleep 2147483647"}
 	wdSleeper  = podSpec{"wd-sleeper", "gvisor-wd", "Always", "dmesg; exec sleep 2147483647"}
 	gpuSleeper = podSpec{"gpu-sleeper", "gvisor-gpu", "Always", "exec sleep 2147483647"}
 )
@@ -79,7 +81,7 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 
 		// a pod of each open class runs under gVisor, its sandbox with its class's flags (seen on the host), the
 		// gvisor pod after the gvisor-wd one: nothing of the first class's options carries over to the next pod
-		for _, s := range []podSpec{wdSleeper, gvisorSleeper} {
+		for _, s := range []podSpec{wdSleeper, defSleeper} {
 			pod := c.runPod(ctx, t, s, corev1.PodRunning)
 			if log := c.waitLog(ctx, t, s.name, "Starting gVisor", 20*time.Second); !strings.Contains(log, "Starting gVisor") {
 				t.Errorf("%s (class %s): no 'Starting gVisor' in its dmesg:\n%s", s.name, s.runtimeClass, clipLines(log, 10))
@@ -117,7 +119,7 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 				t.Logf("  .. gpu-sleeper: PodScheduled=%s %s: %s", cond.Status, cond.Reason, cond.Message)
 			}
 		}
-		for _, s := range []podSpec{wdSleeper, gpuSleeper, gvisorSleeper} {
+		for _, s := range []podSpec{wdSleeper, gpuSleeper, defSleeper} {
 			c.deletePod(ctx, t, "default", s.name)
 		}
 
