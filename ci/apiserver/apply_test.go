@@ -141,7 +141,7 @@ func targets(t testing.TB, root string) []string {
 
 // TestAPIServer starts one etcd + kube-apiserver and runs every suite against
 // it: the generated objects, the delivery objects, the mutation suite, the
-// smoke test and the readiness gate.
+// smoke test, the readiness gate and the checked classes' Events.
 func TestAPIServer(t *testing.T) {
 	root := repoRoot(t)
 	c := startCluster(t)
@@ -151,6 +151,8 @@ func TestAPIServer(t *testing.T) {
 	t.Run("smoke", func(t *testing.T) { testSmoke(t, c, root) })
 	// Last: it creates Node objects and applies the gate's policy for real.
 	t.Run("gate", func(t *testing.T) { testGate(t, c, root) })
+	// After the gate: a target with checked classes, and the Events its installer reports.
+	t.Run("class-events", func(t *testing.T) { testClassEvents(t, c, root) })
 }
 
 // testSmoke dry-runs every target's smoke test (smoke/<target>/: the pod and

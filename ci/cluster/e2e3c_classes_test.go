@@ -78,6 +78,22 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		if !bytes.Contains(applied, []byte("\ngate runsc-gvisor-gpu closed\n")) {
 			t.Errorf("the applied marker does not record the GPU class closed:\n%s", applied)
 		}
+		// and a person learns why from the node's Events (report-checked-classes, through the node-events policy)
+		evs, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=SandboxClassClosed"})
+		switch {
+		case err != nil:
+			t.Errorf("listing the node's Events: %v", err)
+		case len(evs.Items) == 0:
+			t.Errorf("no SandboxClassClosed Event about node %s", n.Name)
+		default:
+			e := evs.Items[len(evs.Items)-1]
+			t.Logf("  .. Event %s %s from %s: %s", e.Type, e.Reason, e.Source.Component, e.Message)
+			if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "runsc-gvisor-gpu stays closed on this node") ||
+				!strings.Contains(e.Message, "no NVIDIA driver on this node") {
+				t.Errorf("the SandboxClassClosed Event does not say why the GPU class is closed: %+v", e)
+			}
+		}
 
 		// a pod of each open class runs under gVisor, its sandbox with its class's flags (seen on the host), the
 		// gvisor pod after the gvisor-wd one: nothing of the first class's options carries over to the next pod

@@ -92,9 +92,11 @@ gvz_remove_class_config() {
 
 # gvz_check_gate_lines : refuses RUNSC_CHECKS lines that are not "<handler> <gate label> <check>...", with the handler
 # runsc or one of RUNSC_CLASSES, the label node-restriction.kubernetes.io/gvisor-<handler>, each check nvidia-driver or
-# kvm. Call after gvz_check_classes.
+# kvm; and NODE_NAME set. Call after gvz_check_classes.
 gvz_check_gate_lines() {
     [ -n "$RUNSC_CHECKS" ] || return 0
+    # the Events about each checked class's gate name the node (the DaemonSet sets NODE_NAME from the downward API)
+    [ -n "$NODE_NAME" ] || gvz_die "RUNSC_CHECKS is set but NODE_NAME is not: the Events about the checked classes name the node (the DaemonSet sets it from spec.nodeName)"
     while read -r _h _l _c; do
         [ -n "$_h" ] || continue
         case " runsc $GVZ_CLASSES " in *" $_h "*) ;; *) gvz_die "RUNSC_CHECKS names the handler '$_h', which is not runsc or a class of RUNSC_CLASSES" ;; esac
@@ -153,7 +155,7 @@ gvz_gate_kvm() {
     fi
 }
 
-# gvz_class_gates OUT : runs every RUNSC_CHECKS line's checks on this node and writes "<handler> <gate label> open" or
+# gvz_class_gates OUT : runs every RUNSC_CHECKS line's checks on this node and writes "<handler> <gate label> open <checks>" or
 # "<handler> <gate label> closed <why>" per line to OUT; logs each class that stays closed.
 gvz_class_gates() {
     : >"$1"
@@ -172,7 +174,7 @@ gvz_class_gates() {
             printf '%s %s closed %s\n' "$_h" "$_l" "$_why" >>"$1"
             gvz_log "the class with handler $_h stays closed on this node ($_l unset): $_why. Its handler is configured; new sandboxes of that class are scheduled only onto nodes where its checks pass, and running ones keep their release"
         else
-            printf '%s %s open\n' "$_h" "$_l" >>"$1"
+            printf '%s %s open %s\n' "$_h" "$_l" "$_c" >>"$1"
             gvz_log "the class with handler $_h passed its checks ($_c) on this node: its gate $_l opens"
         fi
     done <<EOF
@@ -184,4 +186,31 @@ EOF
 # "true" where it is open, null (removed) where it is closed.
 gvz_gate_patch() {
     awk 'BEGIN { printf "{\"metadata\":{\"labels\":{" } { printf "%s\"%s\":%s", (NR > 1 ? "," : ""), $2, ($3 == "open" ? "\"true\"" : "null") } END { print "}}}" }' "$1"
+}
+
+# gvz_gate_events GATES : the Events report-checked-classes creates (a v1 List, one Event per checked class, in the
+# namespace "default", where Events about a Node go; `kubectl describe node` shows them): Warning SandboxClassClosed with
+# the reason (the driver's and the release's versions for a GPU class), or Normal SandboxClassOpen. Bytes outside
+# printable ASCII and backslashes are dropped, quotes escaped: the text comes from the host (runsc's output, a device
+# path), and JSON must stay JSON whatever it says.
+gvz_gate_events() {
+    tr -cd '\12\40-\133\135-\176' <"$1" | awk -v node="$NODE_NAME" -v ver="$GVISOR_VERSION" -v ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
+        function esc(s) { gsub(/"/, "\\\"", s); return s }
+        BEGIN { printf "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[" }
+        NF >= 3 {
+            rest = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ ?/, "", rest); rest = substr(rest, 1, 700)
+            if ($3 == "open") {
+                type = "Normal"; reason = "SandboxClassOpen"
+                msg = "the sandbox class with handler " $1 " passed its checks (" rest ") with gVisor " ver ": its gate " $2 " is set"
+            } else {
+                type = "Warning"; reason = "SandboxClassClosed"
+                msg = "the sandbox class with handler " $1 " stays closed on this node (" $2 " unset): " rest
+            }
+            printf "%s{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"generateName\":\"gvisorgen-%s.\",\"namespace\":\"default\"},", (n++ ? "," : ""), $1
+            printf "\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"%s\",\"uid\":\"%s\"},", esc(node), esc(node)
+            printf "\"type\":\"%s\",\"reason\":\"%s\",\"message\":\"%s\",", type, reason, esc(msg)
+            printf "\"source\":{\"component\":\"gvisorgen-runsc-installer\",\"host\":\"%s\"},", esc(node)
+            printf "\"firstTimestamp\":\"%s\",\"lastTimestamp\":\"%s\",\"count\":1}", ts, ts
+        }
+        END { print "]}" }'
 }

@@ -645,12 +645,15 @@ fi
 rdig=-
 if [ -z "$handwritten" ]; then rdig=$(gvz_sha512 "$RCFG"); fi
 # The classes whose gate depends on this node (RUNSC_CHECKS): their checks, run on every start of the pod (a bump
-# checks again with the new release), and the merge patch label-checked-classes applies to the node's labels, in the
-# pod's /tmp (an emptyDir its containers share; nothing of it on the host).
+# checks again with the new release), the merge patch label-checked-classes applies to the node's labels and the
+# Events report-checked-classes creates about the node, in the pod's /tmp (an emptyDir its containers share; nothing
+# of it on the host).
 gvz_class_gates "$T/gates"
 if [ -n "$RUNSC_CHECKS" ]; then
     gvz_gate_patch "$T/gates" | gvz_atomic_write "${TMPDIR:-/tmp}/gvisorgen-gates.json" 0644 ||
         gvz_die "cannot write ${TMPDIR:-/tmp}/gvisorgen-gates.json"
+    gvz_gate_events "$T/gates" | gvz_atomic_write "${TMPDIR:-/tmp}/gvisorgen-events.json" 0644 ||
+        gvz_die "cannot write ${TMPDIR:-/tmp}/gvisorgen-events.json"
 fi
 # Every file containerd imports (ready.sh notices a change, a removal, or a new file in an imported folder): the
 # patterns, and each file they match now with its digest ("-" outside containerd's config folder, which the probe

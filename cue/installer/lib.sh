@@ -71,6 +71,7 @@ gvz_load_env() {
     RUNSC_CHECKS=${RUNSC_CHECKS:-}
     NVIDIA_DRIVER_VERSION_FILE=${NVIDIA_DRIVER_VERSION_FILE:-/proc/driver/nvidia/version}
     KVM_DEVICE=${KVM_DEVICE:-/dev/kvm}
+    NODE_NAME=${NODE_NAME:-}
     ADOPT_FOREIGN_RUNSC=${ADOPT_FOREIGN_RUNSC:-false}
     STATE_DIR=${STATE_DIR:-/run/gvisorgen}
     STATE_DIR=${STATE_DIR%/}
@@ -92,6 +93,10 @@ gvz_load_env() {
     gvz_check_path NVIDIA_DRIVER_VERSION_FILE "$NVIDIA_DRIVER_VERSION_FILE"
     gvz_check_path KVM_DEVICE "$KVM_DEVICE"
     gvz_check_path STATE_DIR "$STATE_DIR"
+    # A Node's name is a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters).
+    if [ -n "$NODE_NAME" ] && ! printf '%s' "$NODE_NAME" | grep -qxE '[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?'; then
+        gvz_die "NODE_NAME must be a Node's name (a DNS subdomain), got '$NODE_NAME'"
+    fi
     if ! gvz_is_uint "$KEEP_OLD_RELEASES" || [ "$KEEP_OLD_RELEASES" -gt 20 ]; then
         gvz_die "KEEP_OLD_RELEASES must be an integer from 0 to 20, got '$KEEP_OLD_RELEASES'"
     fi

@@ -93,7 +93,10 @@ func TestProfiles(t *testing.T) {
 	}
 }
 
-// TestStockCUECLI: the stock cue CLI evaluates the module to the same objects.
+// TestStockCUECLI: the stock cue CLI evaluates the module to the same objects,
+// for the module's own targets and for a target with sandbox classes (where
+// v0.17.1 once lost fields of a comprehension in a list slice that gvisorgen's
+// own evaluation kept).
 func TestStockCUECLI(t *testing.T) {
 	bin := os.Getenv("CUE")
 	if bin == "" {
@@ -102,13 +105,33 @@ func TestStockCUECLI(t *testing.T) {
 			t.Fatal("no cue CLI: run `make test`, which installs cuelang.org/go/cmd/cue and sets CUE")
 		}
 	}
+	t.Run("module", func(t *testing.T) { stockCLIAgrees(t, bin, root) })
+	t.Run("classes", func(t *testing.T) {
+		tmp := t.TempDir()
+		if err := os.CopyFS(filepath.Join(tmp, "cue"), os.DirFS(filepath.Join(root, "cue"))); err != nil {
+			t.Fatal(err)
+		}
+		extra := "package gvisorgen\n\ntargets: gpu: {\n\tprofile: \"kind\"\n\tgvisor: classes: {\n" +
+			"\t\t\"gvisor-gpu\": preset: \"nvidia-gpu\"\n" +
+			"\t\tfast: {handler: \"runsc-fast\", runsc: config: platform: \"kvm\"}\n" +
+			"\t\tplain: runsc: config: network: \"none\"\n\t}\n}\n"
+		if err := os.WriteFile(filepath.Join(tmp, "cue", "zz_classes.cue"), []byte(extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stockCLIAgrees(t, bin, tmp)
+	})
+}
+
+// stockCLIAgrees compares `cue export -e rendered` in dir/cue with gvisorgen's evaluation of dir.
+func stockCLIAgrees(t *testing.T, bin, dir string) {
+	t.Helper()
 	cmd := exec.Command(bin, "vet", "-c", ".")
-	cmd.Dir = filepath.Join(root, "cue")
+	cmd.Dir = filepath.Join(dir, "cue")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cue vet: %v\n%s", err, out)
 	}
 	cmd = exec.Command(bin, "export", ".", "-e", "rendered")
-	cmd.Dir = filepath.Join(root, "cue")
+	cmd.Dir = filepath.Join(dir, "cue")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("cue export: %v", err)
@@ -117,7 +140,7 @@ func TestStockCUECLI(t *testing.T) {
 	if err := json.Unmarshal(out, &cli); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := Load(Options{Root: root})
+	ev, err := Load(Options{Root: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

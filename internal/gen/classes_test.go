@@ -2,6 +2,7 @@ package gen
 
 import (
 	"encoding/json"
+	appsv1 "k8s.io/api/apps/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,7 +62,7 @@ func buildKind(t *testing.T, values string) eval.Target {
 func TestClassesRender(t *testing.T) {
 	tg := buildKind(t, classesYAML)
 	rcs := map[string]nodev1.RuntimeClass{}
-	var ds, vap []byte
+	var ds, vap, eventVAP, role []byte
 	for _, o := range tg.Objects {
 		switch o.Kind {
 		case "RuntimeClass":
@@ -73,7 +74,13 @@ func TestClassesRender(t *testing.T) {
 		case "DaemonSet":
 			ds = o.JSON
 		case "ValidatingAdmissionPolicy":
-			vap = o.JSON
+			if strings.HasSuffix(o.Name, "-node-events") {
+				eventVAP = o.JSON
+			} else {
+				vap = o.JSON
+			}
+		case "ClusterRole":
+			role = o.JSON
 		}
 	}
 	const prefix = "node-restriction.kubernetes.io/gvisor-"
@@ -106,6 +113,9 @@ func TestClassesRender(t *testing.T) {
 		`"name":"RUNSC_CHECKS","value":"runsc-gpu ` + prefix + `runsc-gpu nvidia-driver\nrunsc-fast ` + prefix + `runsc-fast kvm"`,
 		`"args":["patch","node","$(NODE_NAME)","--type=merge","--patch-file=/gvisorgen-gate/gvisorgen-gates.json"]`,
 		`{"name":"tmp","readOnly":true,"mountPath":"/gvisorgen-gate"}`,
+		// an Event per checked class, about the node configure-containerd names
+		`"name":"report-checked-classes","image":"registry.k8s.io/kubectl:`,
+		`"args":["create","-f","/gvisorgen-gate/gvisorgen-events.json"]`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("DaemonSet lacks %s", want)
@@ -113,6 +123,32 @@ func TestClassesRender(t *testing.T) {
 	}
 	if want := `['` + prefix + `runsc', '` + prefix + `runsc-gpu', '` + prefix + `runsc-fast', '` + prefix + `runsc-version']`; !strings.Contains(string(vap), want) {
 		t.Errorf("admission policy's gateKeys are not %s:\n%s", want, vap)
+	}
+
+	// configure-containerd alone learns the node's name (the Events name it)
+	var d appsv1.DaemonSet
+	if err := json.Unmarshal(ds, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.Spec.Template.Spec.InitContainers {
+		has := false
+		for _, e := range c.Env {
+			has = has || e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+		}
+		if want := c.Name == "configure-containerd" || strings.HasPrefix(c.Command[0], "/bin/kubectl"); has != want {
+			t.Errorf("init container %s: NODE_NAME from spec.nodeName %v, want %v", c.Name, has, want)
+		}
+	}
+
+	// the Events: created only in "default", about the token's node, with the installer's reasons (the API-server
+	// suite applies the policy for real)
+	if !strings.Contains(string(role), `{"verbs":["create"],"apiGroups":[""],"resources":["events"]}`) {
+		t.Errorf("the ClusterRole does not grant creating Events:\n%s", role)
+	}
+	for _, want := range []string{`request.namespace == 'default'`, `object.involvedObject.name == variables.claim[0]`, `['SandboxClassOpen', 'SandboxClassClosed']`} {
+		if !strings.Contains(string(eventVAP), want) {
+			t.Errorf("the node-events policy lacks %s:\n%s", want, eventVAP)
+		}
 	}
 
 	// uninstall: unlabel-node removes every class's label and the version
