@@ -17,7 +17,7 @@ KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd bench schemas docs fmt lint scan scan-all clean
+.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd e2e-agents bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -92,6 +92,11 @@ e2e-flux:
 e2e-argocd: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh
+
+## e2e-agents: SIG Apps' agent-sandbox controller (built, cached) on a sandbox class of a fresh cluster (containerd 2.4.2): a warm pool Pending until the class's gate opens, then under gVisor; a claim adopting a warm sandbox; suspend and resume; a gVisor bump with a sandbox running across it
+e2e-agents:
+	sh ci/cluster/setup.sh
+	sh ci/cluster/e2e-agents.sh
 
 ## scan: kube-score on the committed generated/ and smoke/ (make check keeps them fresh); every finding must be justified in ci/scan/accepted.tsv (docs/security.md)
 scan: $(KUBE_SCORE)

@@ -6,7 +6,7 @@
 # Environment: GVZ_CLUSTER_VERSIONS ("16 17 24"), GVZ_CLUSTER_PARALLEL (clusters at once; default: all),
 # GVZ_CLUSTER_SERIAL=1 (one version after the other: -parallel 1),
 # GVZ_CLUSTER_RUN (go test -run pattern, e.g. 'TestUpgrade/c24'), KEEP=1 (leave the clusters running and the scratch
-# folder in place; sh ci/cluster/down.sh W stops them), GVZ_CLUSTER_SKIP (go test -skip pattern; default '^Test(Flux|ArgoCD)':
+# folder in place; sh ci/cluster/down.sh W stops them), GVZ_CLUSTER_SKIP (go test -skip pattern; default '^Test(Flux|ArgoCD|Agent)':
 # the Flux and Argo CD scenarios run in their own processes on fresh clusters, ci/cluster/e2e-flux.sh and
 # e2e-argocd.sh). Extra arguments go to go test.
 set -eu
@@ -21,4 +21,4 @@ par=${GVZ_CLUSTER_PARALLEL:-$(echo "${GVZ_CLUSTER_VERSIONS:-16 17 24}" | wc -w)}
 [ -z "${GVZ_CLUSTER_SERIAL:-}" ] || par=1
 # -timeout: explicit, the default 10 minutes must not cut a cold run (the test binary is built before it counts)
 GVZ_CLUSTER_WORK=$W exec ${GO:-go} test -tags clustertest -count=1 -v -timeout 30m -parallel "$par" \
-	-run "${GVZ_CLUSTER_RUN:-.}" -skip "${GVZ_CLUSTER_SKIP-^Test(Flux|ArgoCD)}" "$@" ./ci/cluster
+	-run "${GVZ_CLUSTER_RUN:-.}" -skip "${GVZ_CLUSTER_SKIP-^Test(Flux|ArgoCD|Agent)}" "$@" ./ci/cluster

@@ -45,7 +45,13 @@ func (c *Cluster) runscPath() string {
 // and network namespaces): the runsc that started the sandbox runs it.
 func (c *Cluster) execAlive(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	id := c.containerID(ctx, t, name)
+	c.execAliveIn(ctx, t, "default", name)
+}
+
+// execAliveIn: execAlive for a pod of namespace ns.
+func (c *Cluster) execAliveIn(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	id := c.containerIDIn(ctx, t, ns, name)
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "nsenter", "-t", fmt.Sprint(c.pid), "-m", "-p", "-n", "--",
@@ -58,7 +64,12 @@ func (c *Cluster) execAlive(ctx context.Context, t *testing.T, name string) {
 
 func (c *Cluster) containerID(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
-	p, err := c.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	return c.containerIDIn(ctx, t, "default", name)
+}
+
+func (c *Cluster) containerIDIn(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	p, err := c.Admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil || len(p.Status.ContainerStatuses) == 0 {
 		t.Fatalf("pod %s: %v", name, err)
 	}
@@ -69,7 +80,13 @@ func (c *Cluster) containerID(ctx context.Context, t *testing.T, name string) st
 // <container>_sandbox:<sandbox>.state), "" when none does.
 func (c *Cluster) podRelease(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
-	id := c.containerID(ctx, t, name)
+	return c.podReleaseIn(ctx, t, "default", name)
+}
+
+// podReleaseIn: podRelease for a pod of namespace ns.
+func (c *Cluster) podReleaseIn(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	id := c.containerIDIn(ctx, t, ns, name)
 	out, _ := c.nsenter(ctx, true, "sh", "-c", `ls -d /run/gvisorgen/runsc/*/k8s.io/"$1"_sandbox:*.state 2>/dev/null`, "sh", id)
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if f := strings.Split(l, "/"); len(f) > 5 {
