@@ -24,6 +24,9 @@ const classesValues = `    gvisor-wd:
         config: {watchdog-action: panic}
     gvisor-gpu:
       preset: nvidia-gpu
+    gvisor-kvm:
+      runsc:
+        config: {platform: kvm}
 `
 
 // The scenario's own pods (not gvisor-sleeper, which later scenarios expect as scenario 3 left it).
@@ -33,12 +36,13 @@ var (
 	gpuSleeper = podSpec{"gpu-sleeper", "gvisor-gpu", "Always", "exec sleep 2147483647"}
 )
 
-// TestSandboxClassesRunUnderTheirOwnFlags (scenario 3c): a target with two more classes, applied: one containerd
-// restart for both handlers; the node's labels open the default class and gvisor-wd, not gvisor-gpu (no NVIDIA driver:
+// TestSandboxClassesRunUnderTheirOwnFlags (scenario 3c): a target with three more classes, applied: one containerd
+// restart for all handlers; the node's labels open the default class and gvisor-wd, not gvisor-gpu (no NVIDIA driver:
 // label-checked-classes applied the installer's patch); a gvisor-wd pod and a gvisor pod run under gVisor, and on the
 // host the gvisor-wd pod's sandbox runs with --watchdog-action=panic, the gvisor pod's with runsc's default (log); a
-// gvisor-gpu pod stays Pending. The classes
-// removed again: one restart, the class's runsc.toml gone.
+// gvisor-gpu pod stays Pending; gvisor-kvm (platform kvm) stays closed too: no /dev/kvm, or, where the machine has
+// one that opens (a nested PVM host), the release's own runsc --platform=kvm did not run a sandbox on it. Each closed
+// class has its SandboxClassClosed Event on the node. The classes removed again: one restart, their runsc.toml gone.
 func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 	forEachVersion(t, func(ctx context.Context, t *testing.T, c *Cluster) {
 		c.ensureInstalled(ctx, t, "")
@@ -54,7 +58,7 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		}
 		c.logContainers(ctx, t, p, "configure-containerd", "label-node", "label-checked-classes")
 		if n := c.Restarts() - r0; n != 1 {
-			t.Errorf("containerd restarts for two more classes: %d, want 1", n)
+			t.Errorf("containerd restarts for three more classes: %d, want 1", n)
 		}
 		n, err := c.Admin.CoreV1().Nodes().Get(ctx, "gvz-node", metav1.GetOptions{})
 		if err != nil {
@@ -74,6 +78,25 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		if _, ok := gates["runsc-gvisor-gpu"]; ok {
 			t.Errorf("the GPU class's gate is set on a node without an NVIDIA driver: %v", gates)
 		}
+		// the KVM class: closed here, by the device (no /dev/kvm) or by runsc itself (a /dev/kvm that opens but on
+		// which the release's runsc --platform=kvm does not run a sandbox: a nested PVM host)
+		if _, ok := gates["runsc-gvisor-kvm"]; ok {
+			t.Errorf("the KVM class's gate is set on this node: %v", gates)
+		}
+		if evs, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=SandboxClassClosed"}); err == nil {
+			kvm := ""
+			for _, e := range evs.Items {
+				if strings.Contains(e.Message, "runsc-gvisor-kvm") {
+					kvm = e.Message
+				}
+			}
+			t.Logf("  .. the KVM class's Event: %s", kvm)
+			if !strings.Contains(kvm, "is not a character device") && !strings.Contains(kvm, "does not open read-write") &&
+				!strings.Contains(kvm, "runsc's KVM platform") {
+				t.Errorf("no SandboxClassClosed Event saying why the KVM class is closed (%q)", kvm)
+			}
+		}
 		applied, _ := c.ReadHostFile("/etc/containerd/config.toml.gvisorgen-applied")
 		if !bytes.Contains(applied, []byte("\ngate runsc-gvisor-gpu closed\n")) {
 			t.Errorf("the applied marker does not record the GPU class closed:\n%s", applied)
@@ -84,10 +107,15 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		switch {
 		case err != nil:
 			t.Errorf("listing the node's Events: %v", err)
-		case len(evs.Items) == 0:
-			t.Errorf("no SandboxClassClosed Event about node %s", n.Name)
+		case !slices.ContainsFunc(evs.Items, func(e corev1.Event) bool { return strings.Contains(e.Message, "handler runsc-gvisor-gpu ") }):
+			t.Errorf("no SandboxClassClosed Event about node %s for the GPU class", n.Name)
 		default:
-			e := evs.Items[len(evs.Items)-1]
+			var e corev1.Event
+			for _, x := range evs.Items {
+				if strings.Contains(x.Message, "handler runsc-gvisor-gpu ") {
+					e = x
+				}
+			}
 			t.Logf("  .. Event %s %s from %s: %s", e.Type, e.Reason, e.Source.Component, e.Message)
 			if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "runsc-gvisor-gpu stays closed on this node") ||
 				!strings.Contains(e.Message, "no NVIDIA driver on this node") {
@@ -147,13 +175,13 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		if n := c.Restarts() - r1; n != 1 {
 			t.Errorf("containerd restarts for removing the classes: %d, want 1", n)
 		}
-		for _, f := range []string{"runsc-gvisor-wd.toml", "runsc-gvisor-gpu.toml"} {
+		for _, f := range []string{"runsc-gvisor-wd.toml", "runsc-gvisor-gpu.toml", "runsc-gvisor-kvm.toml"} {
 			if _, err := os.Stat(c.HostPath(filepath.Join("/etc/containerd/runsc", f))); !os.IsNotExist(err) {
 				t.Errorf("%s is still there after its class was removed (%v)", f, err)
 			}
 		}
 		// kubectl apply -f does not prune: the RuntimeClasses go by hand (Argo CD and Flux prune them)
-		for _, rc := range []string{"gvisor-wd", "gvisor-gpu"} {
+		for _, rc := range []string{"gvisor-wd", "gvisor-gpu", "gvisor-kvm"} {
 			_ = c.Admin.NodeV1().RuntimeClasses().Delete(ctx, rc, metav1.DeleteOptions{})
 		}
 	})

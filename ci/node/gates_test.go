@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,6 +201,22 @@ func TestClassGates(t *testing.T) {
 				t.Fatalf("Events: %+v, want both classes open", ev)
 			}
 			assertContains(t, "GPU Event", ev["runsc-gpu"].Message, "the sandbox class with handler runsc-gpu passed its checks (nvidia-driver) with gVisor "+tagBin+": its gate "+gateGPU+" is set")
+			if ents, _ := os.ReadDir(h.P("/run/gvisorgen")); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == "kvm-check" }) {
+				t.Errorf("the kvm check left %s/kvm-check", "/run/gvisorgen")
+			}
+
+			// a device that opens, but runsc's KVM platform fails on it (as on a nested host where the first vCPU
+			// run fails): the KVM class stays closed with runsc's own words, the GPU class stays open
+			h.write(h.P(kvmBroken), 0o644, "")
+			r = h.mustRunRestarts("configure-containerd.sh", env, 0)
+			assertContains(t, "output", r.Output, "the class with handler runsc-kvm stays closed on this node ("+gateKVM+" unset): runsc's KVM platform cannot run a sandbox on this node")
+			assertContains(t, "output", r.Output, "FATAL ERROR: error setting up KVM: KVM_RUN failed: bad address")
+			if g := h.gates(); g[gateGPU] != "true" || g[gateKVM] != nil {
+				t.Fatalf("gate patch: %v, want GPU open, KVM null", g)
+			}
+			if err := os.Remove(h.P(kvmBroken)); err != nil {
+				t.Fatal(err)
+			}
 
 			// a driver it does not list (570.86.15: supported in January 2026, dropped since), and /dev/kvm without
 			// the kvm module (a misc minor no driver holds does not open, as 10:232 without kvm): both closed, naming

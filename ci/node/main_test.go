@@ -191,6 +191,17 @@ func nvproxyBranch(tag string) string {
 	return "if [ \"${1:-}\" = nvproxy ] && [ \"${2:-}\" = list-supported-drivers ]; then\nprintf '%s\\n' " + strings.Join(vs, " ") + "\nexit 0\nfi\n"
 }
 
+// kvmBranch: as runsc, a sandbox on the KVM platform (`--platform=kvm ... do true`, the installer's kvm check) fails
+// as runsc does where KVM does not run it, when the fake host has kvmBroken; otherwise it runs (exit 0).
+const kvmBranch = `case " $* " in *" --platform=kvm "*" do "*)
+if [ -e ` + kvmBroken + ` ]; then echo "FATAL ERROR: error setting up KVM: KVM_RUN failed: bad address" >&2; exit 128; fi
+[ -n "${TMPDIR:-}" ] && [ -d "$TMPDIR" ] && mkdir "$TMPDIR/runsc-do123" ;;
+esac
+`
+
+// kvmBroken: on the fake host, makes the fake runsc's KVM sandbox fail.
+const kvmBroken = "/run/fake-dev/kvm-broken"
+
 // fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest). As runsc,
 // `--root DIR list -quiet` lists the containers whose state files (<sandbox>_sandbox:<id>.state, runsc's naming) are
 // in DIR: a test "runs a sandbox" of a release by writing one into the release's state root. Anything else: prints its
@@ -204,7 +215,7 @@ exit 0
 fi
 `
 	if name == "runsc" {
-		list += nvproxyBranch(tag)
+		list += nvproxyBranch(tag) + kvmBranch
 	}
 	return append([]byte(fmt.Sprintf("#!/bin/sh\n%secho %s %s \"$@\"\nexit 0\n#", list, name, tag)), []byte(hex.EncodeToString(pad))...)
 }

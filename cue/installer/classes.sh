@@ -146,13 +146,30 @@ gvz_gate_nvidia() {
 }
 
 # gvz_gate_kvm : prints why the kvm check fails (nothing when it passes): KVM_DEVICE must be a character device that
-# opens read-write, as runsc's KVM platform opens it. (In a subshell: a failed redirection of a special built-in ends the
-# shell that runs it.)
+# opens read-write, as runsc's KVM platform opens it, and then the installed release's runsc must run a sandbox on it:
+# `runsc --platform=kvm do true` within 15 s. A device that opens is not enough: a nested, paravirtualised /dev/kvm
+# (a PVM host, 2026-12-06) opened and created VMs, and runsc's first vCPU run hung there; systrap's `do true` takes
+# ~0.2 s, KVM's about as long where it works. Its state and scratch live in STATE_DIR/kvm-check, removed before and
+# after (and by the next run, should this one be killed); a hung runsc is killed (SIGKILL: its sandbox, attached,
+# dies with it). (The device test in a subshell: a failed redirection of a special built-in ends the shell that runs
+# it.)
 gvz_gate_kvm() {
     # shellcheck disable=SC2016 # expanded by the host shell
     if ! _e=$(gvz_host sh -c '[ -c "$1" ] || { echo "$1 is not a character device (no KVM on this node, or it is not passed to the host)"; exit 1; }; ( : <>"$1" ) 2>/dev/null || { echo "$1 does not open read-write (the kvm module is not loaded, or KVM is not usable here)"; exit 1; }' sh "$KVM_DEVICE" 2>&1); then
         echo "${_e:-$KVM_DEVICE is not usable}"
+        return 0
     fi
+    _runsc=$GVZ_RELEASES/$GVISOR_VERSION/runsc
+    _kd=$STATE_DIR/kvm-check
+    _rc=0
+    # shellcheck disable=SC2016,SC2086 # expanded by the host shell; GVZ_HX is a command prefix, split on purpose
+    _out=$(timeout -s KILL 15 $GVZ_HX sh -c 'rm -rf "$1" && mkdir -p "$1/root" "$1/tmp" && TMPDIR=$1/tmp && export TMPDIR && exec "$2" --root="$1/root" --platform=kvm --platform_device_path="$3" --network=none do true' sh "$_kd" "$_runsc" "$KVM_DEVICE" 2>&1) || _rc=$?
+    gvz_host rm -rf "$_kd" 2>/dev/null || true
+    case $_rc in
+    0) ;;
+    124 | 137) echo "runsc's KVM platform did not run a sandbox within 15 s on this node ($_runsc --platform=kvm --platform_device_path=$KVM_DEVICE do true was killed): $KVM_DEVICE opens, but KVM does not run gVisor here (a nested or paravirtualised KVM?)" ;;
+    *) echo "runsc's KVM platform cannot run a sandbox on this node ($_runsc --platform=kvm do true: exit $_rc: $(printf '%s' "$_out" | tail -n 3 | tr '\n' ' ' | head -c 300))" ;;
+    esac
 }
 
 # gvz_class_gates OUT : runs every RUNSC_CHECKS line's checks on this node and writes "<handler> <gate label> open <checks>" or
