@@ -69,7 +69,14 @@ func installerEvents(t *testing.T, root, node, gates string) string {
 	dir := tempDir(t)
 	g := filepath.Join(dir, "gates")
 	writeFile(t, g, gates)
-	cmd := exec.Command("sh", "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"; . "$GVISORGEN_SCRIPTS/classes.sh"; gvz_gate_events "$1"`, "sh", g)
+	// busybox's sh and awk, as on the node (ci/node/setup.sh installs busybox-static); the host's sh otherwise
+	shell := []string{"sh"}
+	if bb, err := exec.LookPath("busybox"); err == nil {
+		shell = []string{bb, "sh"}
+	} else {
+		t.Logf("no busybox on PATH: gvz_gate_events runs under the host's sh and awk")
+	}
+	cmd := exec.Command(shell[0], append(shell[1:], "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"; . "$GVISORGEN_SCRIPTS/classes.sh"; gvz_gate_events "$1"`, "sh", g)...)
 	cmd.Env = append(os.Environ(), "GVISORGEN_SCRIPTS="+filepath.Join(root, "cue", "installer"), "NODE_NAME="+node, "GVISOR_VERSION=20260810.0")
 	out, err := cmd.Output()
 	if err != nil {
@@ -147,6 +154,8 @@ func testClassEvents(t *testing.T, c *cluster, root string) {
 	// An Event about a pod of the installer's namespace, there: valid to the API server, not to the policy.
 	inNS := variant("namespace", `"involvedObject":{"apiVersion":"v1","kind":"Node","name":"`+nodeC+`","uid":"`+nodeC+`"}`,
 		`"involvedObject":{"apiVersion":"v1","kind":"Pod","namespace":"`+installerNS+`","name":"`+pod.Name+`"}`)
+	// About another kind of object, with the node's name, in default: only the Node kind passes.
+	notNode := variant("kind", `"kind":"Node"`, `"kind":"Pod"`)
 	inNS2 := filepath.Join(filepath.Dir(closed), "namespace2.json")
 	b, _ := os.ReadFile(inNS)
 	writeFile(t, inNS2, strings.ReplaceAll(string(b), `"namespace":"default"`, `"namespace":"`+installerNS+`"`))
@@ -174,6 +183,7 @@ func testClassEvents(t *testing.T, c *cluster, root string) {
 		{"another reason", kc, otherReason, false, "have the reason SandboxClassOpen or SandboxClassClosed"},
 		{"another source", kc, otherSource, false, "have the reason SandboxClassOpen or SandboxClassClosed and the source"},
 		{"the installer's namespace, about its pod", kc, inNS2, false, "may only create Events, in the namespace default"},
+		{"about a Pod named like its node, in default", kc, notNode, false, "may report only about that Node"},
 		{"token without a node claim", kcPlain, own, false, "token names no node"},
 	} {
 		out, code := c.kubectlAs(ec.kubeconfig, "create", "-f", ec.file)

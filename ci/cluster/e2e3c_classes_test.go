@@ -80,21 +80,26 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		}
 		// the KVM class: closed here, by the device (no /dev/kvm) or by runsc itself (a /dev/kvm that opens but on
 		// which the release's runsc --platform=kvm does not run a sandbox: a nested PVM host)
-		if _, ok := gates["runsc-gvisor-kvm"]; ok {
-			t.Errorf("the KVM class's gate is set on this node: %v", gates)
-		}
+		// (on a machine where runsc's KVM platform runs, open, with a SandboxClassOpen Event)
+		_, kvmOpen := gates["runsc-gvisor-kvm"]
+		reason := map[bool]string{true: "SandboxClassOpen", false: "SandboxClassClosed"}[kvmOpen]
 		if evs, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=SandboxClassClosed"}); err == nil {
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=" + reason}); err != nil {
+			t.Errorf("listing the node's Events: %v", err)
+		} else {
 			kvm := ""
 			for _, e := range evs.Items {
-				if strings.Contains(e.Message, "runsc-gvisor-kvm") {
+				if strings.Contains(e.Message, "handler runsc-gvisor-kvm ") {
 					kvm = e.Message
 				}
 			}
-			t.Logf("  .. the KVM class's Event: %s", kvm)
-			if !strings.Contains(kvm, "is not a character device") && !strings.Contains(kvm, "does not open read-write") &&
+			t.Logf("  .. the KVM class: gate open %v; its %s Event: %s", kvmOpen, reason, kvm)
+			if !kvmOpen && !strings.Contains(kvm, "is not a character device") && !strings.Contains(kvm, "does not open read-write") &&
 				!strings.Contains(kvm, "runsc's KVM platform") {
 				t.Errorf("no SandboxClassClosed Event saying why the KVM class is closed (%q)", kvm)
+			}
+			if kvmOpen && !strings.Contains(kvm, "passed its checks (kvm)") {
+				t.Errorf("the KVM class's gate is open without a SandboxClassOpen Event (%q)", kvm)
 			}
 		}
 		applied, _ := c.ReadHostFile("/etc/containerd/config.toml.gvisorgen-applied")

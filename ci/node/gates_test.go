@@ -218,6 +218,37 @@ func TestClassGates(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			// runsc's KVM sandbox hangs (as the real one on this machine's nested PVM /dev/kvm): killed after 15 s,
+			// the class closed with that reason, nothing of the check left (its folder, the hung process); and the
+			// GPU check meets a runsc that answers with several lines of usage text: the reason stays one line, the
+			// gate patch and the Events stay JSON with one entry per class
+			h.write(h.P(kvmHangs), 0o644, "")
+			h.write(h.P(nvproxyBroken), 0o644, "")
+			r = h.mustRunRestarts("configure-containerd.sh", env, 0)
+			assertContains(t, "output", r.Output, "the class with handler runsc-kvm stays closed on this node ("+gateKVM+" unset): runsc's KVM platform did not run a sandbox within 15 s on this node")
+			assertContains(t, "output", r.Output, `the class with handler runsc-gpu stays closed on this node (`+gateGPU+` unset): cannot tell which NVIDIA drivers gVisor `+tagBin+` supports`)
+			if g := h.gates(); len(g) != 2 || g[gateGPU] != nil || g[gateKVM] != nil {
+				t.Fatalf("gate patch: %v, want exactly the two labels, null", g)
+			}
+			if ev := h.events(); len(ev) != 2 || !strings.Contains(ev["runsc-gpu"].Message, `Usage of "runsc":  -root string "runsc" exited: 2  bad`) {
+				t.Fatalf("Events: %+v", ev)
+			}
+			if _, err := os.Stat(h.P("/run/gvisorgen/kvm-check")); !os.IsNotExist(err) {
+				t.Errorf("the killed kvm check left /run/gvisorgen/kvm-check (%v)", err)
+			}
+			pid := strings.TrimSpace(h.read(kvmHangs))
+			if pid == "" {
+				t.Fatalf("the fake runsc's KVM sandbox did not hang (no PID in %s)", kvmHangs)
+			}
+			if b, err := os.ReadFile("/proc/" + pid + "/cmdline"); err == nil && strings.HasPrefix(string(b), "sleep") {
+				t.Errorf("the hung runsc of the kvm check (PID %s) still runs: %q", pid, b)
+			}
+			for _, k := range []string{kvmHangs, nvproxyBroken} {
+				if err := os.Remove(h.P(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+
 			// a driver it does not list (570.86.15: supported in January 2026, dropped since), and /dev/kvm without
 			// the kvm module (a misc minor no driver holds does not open, as 10:232 without kvm): both closed, naming
 			// both versions; the default class unaffected
@@ -297,6 +328,8 @@ func TestGateEventsJSON(t *testing.T) {
 	gates := filepath.Join(t.TempDir(), "gates")
 	long := strings.Repeat("x", 2000)
 	if err := os.WriteFile(gates, []byte("runsc-gpu "+gateGPU+" closed cannot tell: \"quoted\" back\\slash\ttab\x01ctl \xff\xfe end\n"+
+		// lines that are no class's (as a multi-line reason would make them): never an Event
+		"\"runsc\" exited: 1\nUsage of \"runsc\": -root string\nrunsc-x not-a-label closed x\n"+
 		"runsc-kvm "+gateKVM+" open kvm\n"+
 		"runsc-x node-restriction.kubernetes.io/gvisor-runsc-x closed "+long+"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -177,6 +177,9 @@ func sum(b []byte) string {
 // a bump from tagBin to tagArch drops a node's driver.
 const nvproxyDropped = "570.172.08"
 
+// nvproxyBroken: on the fake host, makes the fake runsc answer `nvproxy list-supported-drivers` with usage text.
+const nvproxyBroken = "/run/fake-dev/nvproxy-broken"
+
 // nvproxyBranch: as runsc, `nvproxy list-supported-drivers` prints the real list of gVisor's build in
 // testdata/nvproxy-drivers.txt (tagArch's without nvproxyDropped).
 func nvproxyBranch(tag string) string {
@@ -188,19 +191,28 @@ func nvproxyBranch(tag string) string {
 			vs = append(vs, l)
 		}
 	}
-	return "if [ \"${1:-}\" = nvproxy ] && [ \"${2:-}\" = list-supported-drivers ]; then\nprintf '%s\\n' " + strings.Join(vs, " ") + "\nexit 0\nfi\n"
+	return "if [ \"${1:-}\" = nvproxy ] && [ \"${2:-}\" = list-supported-drivers ]; then\n" +
+		// a runsc that answers with its usage text instead (several lines, quotes, a tab): the installer's reason
+		// must stay one line, and the Events JSON
+		"if [ -e " + nvproxyBroken + " ]; then printf 'Usage of \"runsc\":\\n\\t-root string\\n\"runsc\" exited: 2 \\\\ bad\\n' >&2; exit 2; fi\n" +
+		"printf '%s\\n' " + strings.Join(vs, " ") + "\nexit 0\nfi\n"
 }
 
 // kvmBranch: as runsc, a sandbox on the KVM platform (`--platform=kvm ... do true`, the installer's kvm check) fails
 // as runsc does where KVM does not run it, when the fake host has kvmBroken; otherwise it runs (exit 0).
 const kvmBranch = `case " $* " in *" --platform=kvm "*" do "*)
+[ -n "${TMPDIR:-}" ] && [ -d "$TMPDIR" ] && mkdir "$TMPDIR/runsc-do123"
 if [ -e ` + kvmBroken + ` ]; then echo "FATAL ERROR: error setting up KVM: KVM_RUN failed: bad address" >&2; exit 128; fi
-[ -n "${TMPDIR:-}" ] && [ -d "$TMPDIR" ] && mkdir "$TMPDIR/runsc-do123" ;;
+if [ -e ` + kvmHangs + ` ]; then echo $$ >` + kvmHangs + `; exec sleep 3600; fi ;;
 esac
 `
 
-// kvmBroken: on the fake host, makes the fake runsc's KVM sandbox fail.
-const kvmBroken = "/run/fake-dev/kvm-broken"
+// kvmBroken and kvmHangs: on the fake host, make the fake runsc's KVM sandbox fail, or hang as on a nested PVM host
+// (writing its PID into kvmHangs first).
+const (
+	kvmBroken = "/run/fake-dev/kvm-broken"
+	kvmHangs  = "/run/fake-dev/kvm-hangs"
+)
 
 // fakeBinary is an executable shell script padded with random bytes (so truncation changes the digest). As runsc,
 // `--root DIR list -quiet` lists the containers whose state files (<sandbox>_sandbox:<id>.state, runsc's naming) are

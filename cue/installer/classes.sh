@@ -162,13 +162,16 @@ gvz_gate_kvm() {
     _runsc=$GVZ_RELEASES/$GVISOR_VERSION/runsc
     _kd=$STATE_DIR/kvm-check
     _rc=0
+    # runsc's output goes to a file, not to this shell's pipe: a child of runsc that outlived it would hold the pipe,
+    # and the check would wait for it
     # shellcheck disable=SC2016,SC2086 # expanded by the host shell; GVZ_HX is a command prefix, split on purpose
-    _out=$(timeout -s KILL 15 $GVZ_HX sh -c 'rm -rf "$1" && mkdir -p "$1/root" "$1/tmp" && TMPDIR=$1/tmp && export TMPDIR && exec "$2" --root="$1/root" --platform=kvm --platform_device_path="$3" --network=none do true' sh "$_kd" "$_runsc" "$KVM_DEVICE" 2>&1) || _rc=$?
+    timeout -s KILL 15 $GVZ_HX sh -c 'rm -rf "$1" && mkdir -p "$1/root" "$1/tmp" && TMPDIR=$1/tmp && export TMPDIR && exec "$2" --root="$1/root" --platform=kvm --platform_device_path="$3" --network=none do true >"$1/out" 2>&1 </dev/null' sh "$_kd" "$_runsc" "$KVM_DEVICE" >/dev/null 2>&1 </dev/null || _rc=$?
+    _out=$(gvz_host cat "$_kd/out" 2>/dev/null | tail -n 3 | tr '\n\r\t' '   ' | head -c 300) || true
     gvz_host rm -rf "$_kd" 2>/dev/null || true
     case $_rc in
     0) ;;
     124 | 137) echo "runsc's KVM platform did not run a sandbox within 15 s on this node ($_runsc --platform=kvm --platform_device_path=$KVM_DEVICE do true was killed): $KVM_DEVICE opens, but KVM does not run gVisor here (a nested or paravirtualised KVM?)" ;;
-    *) echo "runsc's KVM platform cannot run a sandbox on this node ($_runsc --platform=kvm do true: exit $_rc: $(printf '%s' "$_out" | tail -n 3 | tr '\n' ' ' | head -c 300))" ;;
+    *) echo "runsc's KVM platform cannot run a sandbox on this node ($_runsc --platform=kvm do true: exit $_rc: $_out)" ;;
     esac
 }
 
@@ -187,6 +190,8 @@ gvz_class_gates() {
             esac
             [ -z "$_why" ] || break
         done
+        # one line, whatever the host printed (runsc's usage text, a panic): the gates file is a line per class
+        _why=$(printf '%s' "$_why" | tr '\n\r\t' '   ')
         if [ -n "$_why" ]; then
             printf '%s %s closed %s\n' "$_h" "$_l" "$_why" >>"$1"
             gvz_log "the class with handler $_h stays closed on this node ($_l unset): $_why. Its handler is configured; new sandboxes of that class are scheduled only onto nodes where its checks pass, and running ones keep their release"
@@ -214,7 +219,8 @@ gvz_gate_events() {
     tr -cd '\12\40-\133\135-\176' <"$1" | awk -v node="$NODE_NAME" -v ver="$GVISOR_VERSION" -v ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
         function esc(s) { gsub(/"/, "\\\"", s); return s }
         BEGIN { printf "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[" }
-        NF >= 3 {
+        # only a gates line of gvz_class_gates: a handler, its gate label, open or closed
+        $1 ~ /^runsc(-[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/ && $2 ~ /^node-restriction\.kubernetes\.io\/gvisor-runsc/ && ($3 == "open" || $3 == "closed") {
             rest = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ ?/, "", rest); rest = substr(rest, 1, 700)
             if ($3 == "open") {
                 type = "Normal"; reason = "SandboxClassOpen"
