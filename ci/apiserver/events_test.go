@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,25 +110,9 @@ func testClassEvents(t *testing.T, c *cluster, root string) {
 			t.Fatalf("create node %s: %v", n, err)
 		}
 	}
-	pod, err := admin.CoreV1().Pods(installerNS).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "runsc-installer-gpu", Namespace: installerNS},
-		Spec: corev1.PodSpec{NodeName: nodeC, ServiceAccountName: installerSA, AutomountServiceAccountToken: new(false),
-			Containers: []corev1.Container{{Name: "c", Image: "gvz-e2e/busybox:e2e"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create the installer pod: %v", err)
-	}
-	token := func(bound *authnv1.BoundObjectReference) string {
-		exp := int64(600)
-		tr, err := admin.CoreV1().ServiceAccounts(installerNS).CreateToken(ctx, installerSA, &authnv1.TokenRequest{
-			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp, BoundObjectRef: bound}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("TokenRequest: %v", err)
-		}
-		return tr.Status.Token
-	}
-	kc := c.tokenKubeconfig(t, "installer-gpu", token(&authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}))
-	kcPlain := c.tokenKubeconfig(t, "installer-plain", token(nil))
+	pod := installerPod(ctx, t, admin, "runsc-installer-gpu", nodeC)
+	kc := c.tokenKubeconfig(t, "installer-gpu", installerToken(ctx, t, admin, podRef(pod)))
+	kcPlain := c.tokenKubeconfig(t, "installer-plain", installerToken(ctx, t, admin, nil))
 
 	gates := "runsc-gvisor-gpu node-restriction.kubernetes.io/gvisor-runsc-gvisor-gpu closed the node's NVIDIA driver 570.86.15 is not one that gVisor 20260810.0 supports (runsc nvproxy list-supported-drivers: 25 versions, 535.129.03 to 620.06.00)\n" +
 		"runsc-fast node-restriction.kubernetes.io/gvisor-runsc-fast open kvm\n"
@@ -137,28 +120,30 @@ func testClassEvents(t *testing.T, c *cluster, root string) {
 	other := installerEvents(t, root, nodeB, gates)
 	// The closed class's Event alone, with one field changed (one item: a refused List creates none of it).
 	closed := installerEvents(t, root, nodeC, strings.SplitAfter(gates, "\n")[0])
-	variant := func(name, from, to string) string {
+	variant := func(name string, fromTo ...string) string {
 		b, err := os.ReadFile(closed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(b), from) {
-			t.Fatalf("the installer's Events hold no %q", from)
+		y := string(b)
+		for i := 0; i < len(fromTo); i += 2 {
+			if !strings.Contains(y, fromTo[i]) {
+				t.Fatalf("the installer's Events hold no %q", fromTo[i])
+			}
+			y = strings.ReplaceAll(y, fromTo[i], fromTo[i+1])
 		}
 		p := filepath.Join(filepath.Dir(closed), name+".json")
-		writeFile(t, p, strings.Replace(string(b), from, to, 1))
+		writeFile(t, p, y)
 		return p
 	}
 	otherReason := variant("reason", `"reason":"SandboxClassClosed"`, `"reason":"NodeNotReady"`)
 	otherSource := variant("source", `"component":"gvisorgen-runsc-installer"`, `"component":"kubelet"`)
 	// An Event about a pod of the installer's namespace, there: valid to the API server, not to the policy.
 	inNS := variant("namespace", `"involvedObject":{"apiVersion":"v1","kind":"Node","name":"`+nodeC+`","uid":"`+nodeC+`"}`,
-		`"involvedObject":{"apiVersion":"v1","kind":"Pod","namespace":"`+installerNS+`","name":"`+pod.Name+`"}`)
+		`"involvedObject":{"apiVersion":"v1","kind":"Pod","namespace":"`+installerNS+`","name":"`+pod.Name+`"}`,
+		`"namespace":"default"`, `"namespace":"`+installerNS+`"`)
 	// About another kind of object, with the node's name, in default: only the Node kind passes.
 	notNode := variant("kind", `"kind":"Node"`, `"kind":"Pod"`)
-	inNS2 := filepath.Join(filepath.Dir(closed), "namespace2.json")
-	b, _ := os.ReadFile(inNS)
-	writeFile(t, inNS2, strings.ReplaceAll(string(b), `"namespace":"default"`, `"namespace":"`+installerNS+`"`))
 
 	// The policy is enforced once the server has loaded it (bounded wait, as for the gate).
 	deadline := time.Now().Add(30 * time.Second)
@@ -182,7 +167,7 @@ func testClassEvents(t *testing.T, c *cluster, root string) {
 		{"another node", kc, other, false, "the runsc installer of node " + nodeC + " may report only about that Node"},
 		{"another reason", kc, otherReason, false, "have the reason SandboxClassOpen or SandboxClassClosed"},
 		{"another source", kc, otherSource, false, "have the reason SandboxClassOpen or SandboxClassClosed and the source"},
-		{"the installer's namespace, about its pod", kc, inNS2, false, "may only create Events, in the namespace default"},
+		{"the installer's namespace, about its pod", kc, inNS, false, "may only create Events, in the namespace default"},
 		{"about a Pod named like its node, in default", kc, notNode, false, "may report only about that Node"},
 		{"token without a node claim", kcPlain, own, false, "token names no node"},
 	} {

@@ -178,6 +178,38 @@ func (c *cluster) kubectlAs(kubeconfig string, args ...string) (string, int) {
 	return strings.TrimSpace(string(out)), code
 }
 
+// installerPod creates an installer pod on node (no kubelet runs it): the anchor of a pod-bound token, as the
+// kubelet's projected volume would get one.
+func installerPod(ctx context.Context, t *testing.T, admin *kubernetes.Clientset, name, node string) *corev1.Pod {
+	t.Helper()
+	pod, err := admin.CoreV1().Pods(installerNS).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: installerNS},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: installerSA, AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{Name: "c", Image: "gvz-e2e/busybox:e2e"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create the installer pod %s: %v", name, err)
+	}
+	return pod
+}
+
+// podRef is what the kubelet binds a projected token to.
+func podRef(p *corev1.Pod) *authnv1.BoundObjectReference {
+	return &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}
+}
+
+// installerToken is a 600 s token of the installer's service account, bound to an object or (nil) to nothing.
+func installerToken(ctx context.Context, t *testing.T, admin *kubernetes.Clientset, bound *authnv1.BoundObjectReference) string {
+	t.Helper()
+	exp := int64(600)
+	tr, err := admin.CoreV1().ServiceAccounts(installerNS).CreateToken(ctx, installerSA, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp, BoundObjectRef: bound}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s/%s: %v", installerNS, installerSA, err)
+	}
+	return tr.Status.Token
+}
+
 // gateCase is one request and what must happen to it.
 type gateCase struct {
 	name  string
@@ -209,32 +241,11 @@ func testGate(t *testing.T, c *cluster, root string) {
 		}
 	}
 	// The installer pod of node A: the anchor of its pod-bound token.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "runsc-installer-a", Namespace: installerNS},
-		Spec: corev1.PodSpec{
-			NodeName:                     nodeA,
-			ServiceAccountName:           installerSA,
-			AutomountServiceAccountToken: new(false),
-			Containers:                   []corev1.Container{{Name: "c", Image: "gvz-e2e/busybox:e2e"}},
-		},
-	}
-	pod, err := admin.CoreV1().Pods(installerNS).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create the installer pod: %v", err)
-	}
-	token := func(bound *authnv1.BoundObjectReference) string {
-		exp := int64(600)
-		tr, err := admin.CoreV1().ServiceAccounts(installerNS).CreateToken(ctx, installerSA, &authnv1.TokenRequest{
-			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp, BoundObjectRef: bound}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("TokenRequest for %s/%s: %v", installerNS, installerSA, err)
-		}
-		return tr.Status.Token
-	}
+	pod := installerPod(ctx, t, admin, "runsc-installer-a", nodeA)
 	// What the kubelet asks for a projected token: bound to the pod.
-	tokA := token(&authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+	tokA := installerToken(ctx, t, admin, podRef(pod))
 	// A token of the same account bound to nothing: no node claim.
-	tokPlain := token(nil)
+	tokPlain := installerToken(ctx, t, admin, nil)
 	installer, plain := c.gateClient(t, tokA), c.gateClient(t, tokPlain)
 
 	// The claim the policy reads, as the server sees it.

@@ -181,14 +181,7 @@ func (c *Cluster) agentRunsGVisor(ctx context.Context, t *testing.T, pod, rel st
 	if _, err := c.WaitPodPhase(ctx, agentsNS, pod, corev1.PodRunning, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var log string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		log, _ = c.Logs(ctx, agentsNS, pod, "agent", false)
-		if strings.Contains(log, "Starting gVisor") || time.Now().After(deadline) {
-			break
-		}
-	}
-	if !strings.Contains(log, "Starting gVisor") {
+	if log := c.waitLogIn(ctx, t, agentsNS, pod, "agent", "Starting gVisor", 20*time.Second); !strings.Contains(log, "Starting gVisor") {
 		t.Fatalf("agent pod %s: no 'Starting gVisor' in its dmesg:\n%s", pod, clipLines(log, 10))
 	}
 	if got := c.podReleaseIn(ctx, t, agentsNS, pod); got != rel {
@@ -218,9 +211,8 @@ func TestAgentSandboxOnGVisorClasses(t *testing.T) {
 		c.createAgent(ctx, t, templateGVR, agentObject(t, "sandboxtemplate-gpu.yaml"))
 
 		// The gate closed: the class is not verified on this node (yet).
-		node := c.nodeName(ctx, t)
 		patch := []byte(`{"metadata":{"labels":{"` + agentGate + `":null}}}`)
-		if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		c.createAgent(ctx, t, templateGVR, agentObject(t, "sandboxtemplate-agent.yaml"))
@@ -249,7 +241,7 @@ func TestAgentSandboxOnGVisorClasses(t *testing.T) {
 
 		// The installer's next run opens it.
 		c.rerunInstaller(ctx, t)
-		n, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := c.Admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil || n.Labels[agentGate] != "true" {
 			t.Fatalf("the installer's run did not open %s: %v %v", agentGate, n.Labels, err)
 		}
@@ -377,16 +369,6 @@ func TestAgentSandboxOnGVisorClasses(t *testing.T) {
 			t.Error(err)
 		}
 	})
-}
-
-// nodeName is the cluster's one node.
-func (c *Cluster) nodeName(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	ns, err := c.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil || len(ns.Items) != 1 {
-		t.Fatalf("nodes: %v", err)
-	}
-	return ns.Items[0].Name
 }
 
 // sandboxCondition: the status of a Sandbox's condition, "" when absent.

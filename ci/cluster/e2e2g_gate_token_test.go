@@ -55,12 +55,12 @@ func TestInstallerTokenLabelsOnlyItsOwnNode(t *testing.T) {
 			allow             bool
 			says              string
 		}{
-			{"own node: the gate labels (what label-node sets)", "gvz-node", labels(gk, "true", vk, c.installed), true, ""},
+			{"own node: the gate labels (what label-node sets)", nodeName, labels(gk, "true", vk, c.installed), true, ""},
 			{"a second Node: the gate label", other, labels(gk, "true"), false, "may label only that node, not " + other},
 			{"a second Node: a taint", other, taint, false, "may label only that node, not " + other},
-			{"own node: a taint", "gvz-node", taint, false, "may not change a Node's spec"},
-			{"own node: another label", "gvz-node", labels("example.com/pool", "sandbox"), false, "may change only the labels"},
-			{"own node: cordon (spec.unschedulable)", "gvz-node", `{"spec":{"unschedulable":true}}`, false, "may not change a Node's spec"},
+			{"own node: a taint", nodeName, taint, false, "may not change a Node's spec"},
+			{"own node: another label", nodeName, labels("example.com/pool", "sandbox"), false, "may change only the labels"},
+			{"own node: cordon (spec.unschedulable)", nodeName, `{"spec":{"unschedulable":true}}`, false, "may not change a Node's spec"},
 		} {
 			_, err := cs.CoreV1().Nodes().Patch(ctx, tc.node, types.StrategicMergePatchType, []byte(tc.patch), metav1.PatchOptions{})
 			switch {

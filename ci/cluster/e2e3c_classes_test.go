@@ -60,7 +60,7 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		if n := c.Restarts() - r0; n != 1 {
 			t.Errorf("containerd restarts for three more classes: %d, want 1", n)
 		}
-		n, err := c.Admin.CoreV1().Nodes().Get(ctx, "gvz-node", metav1.GetOptions{})
+		n, err := c.Admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,54 +78,44 @@ func TestSandboxClassesRunUnderTheirOwnFlags(t *testing.T) {
 		if _, ok := gates["runsc-gvisor-gpu"]; ok {
 			t.Errorf("the GPU class's gate is set on a node without an NVIDIA driver: %v", gates)
 		}
-		// the KVM class: closed here, by the device (no /dev/kvm) or by runsc itself (a /dev/kvm that opens but on
-		// which the release's runsc --platform=kvm does not run a sandbox: a nested PVM host)
-		// (on a machine where runsc's KVM platform runs, open, with a SandboxClassOpen Event)
-		_, kvmOpen := gates["runsc-gvisor-kvm"]
-		reason := map[bool]string{true: "SandboxClassOpen", false: "SandboxClassClosed"}[kvmOpen]
-		if evs, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=" + reason}); err != nil {
-			t.Errorf("listing the node's Events: %v", err)
-		} else {
-			kvm := ""
-			for _, e := range evs.Items {
-				if strings.Contains(e.Message, "handler runsc-gvisor-kvm ") {
-					kvm = e.Message
-				}
-			}
-			t.Logf("  .. the KVM class: gate open %v; its %s Event: %s", kvmOpen, reason, kvm)
-			if !kvmOpen && !strings.Contains(kvm, "is not a character device") && !strings.Contains(kvm, "does not open read-write") &&
-				!strings.Contains(kvm, "runsc's KVM platform") {
-				t.Errorf("no SandboxClassClosed Event saying why the KVM class is closed (%q)", kvm)
-			}
-			if kvmOpen && !strings.Contains(kvm, "passed its checks (kvm)") {
-				t.Errorf("the KVM class's gate is open without a SandboxClassOpen Event (%q)", kvm)
-			}
-		}
 		applied, _ := c.ReadHostFile("/etc/containerd/config.toml.gvisorgen-applied")
 		if !bytes.Contains(applied, []byte("\ngate runsc-gvisor-gpu closed\n")) {
 			t.Errorf("the applied marker does not record the GPU class closed:\n%s", applied)
 		}
-		// and a person learns why from the node's Events (report-checked-classes, through the node-events policy)
+		// and a person learns why from the node's Events (report-checked-classes, through the node-events policy), one
+		// about each checked class
 		evs, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=SandboxClassClosed"})
-		switch {
-		case err != nil:
-			t.Errorf("listing the node's Events: %v", err)
-		case !slices.ContainsFunc(evs.Items, func(e corev1.Event) bool { return strings.Contains(e.Message, "handler runsc-gvisor-gpu ") }):
-			t.Errorf("no SandboxClassClosed Event about node %s for the GPU class", n.Name)
-		default:
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name})
+		if err != nil {
+			t.Fatalf("listing the node's Events: %v", err)
+		}
+		classEvent := func(handler string) corev1.Event {
 			var e corev1.Event
 			for _, x := range evs.Items {
-				if strings.Contains(x.Message, "handler runsc-gvisor-gpu ") {
+				if strings.Contains(x.Message, "handler "+handler+" ") {
 					e = x
 				}
 			}
-			t.Logf("  .. Event %s %s from %s: %s", e.Type, e.Reason, e.Source.Component, e.Message)
-			if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "runsc-gvisor-gpu stays closed on this node") ||
-				!strings.Contains(e.Message, "no NVIDIA driver on this node") {
-				t.Errorf("the SandboxClassClosed Event does not say why the GPU class is closed: %+v", e)
-			}
+			return e
+		}
+		gpu := classEvent("runsc-gvisor-gpu")
+		t.Logf("  .. Event %s %s from %s: %s", gpu.Type, gpu.Reason, gpu.Source.Component, gpu.Message)
+		if gpu.Type != corev1.EventTypeWarning || gpu.Reason != "SandboxClassClosed" ||
+			!strings.Contains(gpu.Message, "runsc-gvisor-gpu stays closed on this node") || !strings.Contains(gpu.Message, "no NVIDIA driver on this node") {
+			t.Errorf("no SandboxClassClosed Event saying why the GPU class is closed: %+v", gpu)
+		}
+		// the KVM class: closed here, by the device (no /dev/kvm) or by runsc itself (a /dev/kvm that opens but on
+		// which the release's runsc --platform=kvm does not run a sandbox: a nested PVM host); on a machine where
+		// runsc's KVM platform runs, open, with a SandboxClassOpen Event
+		_, kvmOpen := gates["runsc-gvisor-kvm"]
+		kvm := classEvent("runsc-gvisor-kvm")
+		t.Logf("  .. the KVM class: gate open %v; its %s Event: %s", kvmOpen, kvm.Reason, kvm.Message)
+		if !kvmOpen && (kvm.Reason != "SandboxClassClosed" || !strings.Contains(kvm.Message, "is not a character device") &&
+			!strings.Contains(kvm.Message, "does not open read-write") && !strings.Contains(kvm.Message, "runsc's KVM platform")) {
+			t.Errorf("no SandboxClassClosed Event saying why the KVM class is closed (%+v)", kvm)
+		}
+		if kvmOpen && (kvm.Reason != "SandboxClassOpen" || !strings.Contains(kvm.Message, "passed its checks (kvm)")) {
+			t.Errorf("the KVM class's gate is open without a SandboxClassOpen Event (%+v)", kvm)
 		}
 
 		// a pod of each open class runs under gVisor, its sandbox with its class's flags (seen on the host), the
@@ -251,9 +241,15 @@ func (c *Cluster) configPath(ctx context.Context, t *testing.T, id string) strin
 // waitLog reads a harness pod's log until it holds want, for a while.
 func (c *Cluster) waitLog(ctx context.Context, t *testing.T, pod, want string, d time.Duration) string {
 	t.Helper()
+	return c.waitLogIn(ctx, t, "default", pod, "c", want, d)
+}
+
+// waitLogIn: waitLog for a container of a pod in namespace ns.
+func (c *Cluster) waitLogIn(ctx context.Context, t *testing.T, ns, pod, container, want string, d time.Duration) string {
+	t.Helper()
 	var log string
 	for deadline := time.Now().Add(d); ; {
-		log, _ = c.Logs(ctx, "default", pod, "c", false)
+		log, _ = c.Logs(ctx, ns, pod, container, false)
 		if strings.Contains(log, want) || time.Now().After(deadline) {
 			return log
 		}

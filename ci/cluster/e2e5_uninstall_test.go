@@ -97,7 +97,7 @@ func (c *Cluster) watchGateClose(ctx context.Context, t *testing.T) (closed func
 	go func() {
 		defer close(finished)
 		for {
-			n, err := c.Admin.CoreV1().Nodes().Get(ctx, "gvz-node", metav1.GetOptions{})
+			n, err := c.Admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err == nil && n.Labels[gk] == "" {
 				at = time.Now()
 				_, perr = c.Admin.CoreV1().Pods("default").Create(ctx, gvisorProbe.pod(), metav1.CreateOptions{})

@@ -67,7 +67,7 @@ func (c *Cluster) gateKeys(t *testing.T) (gate, version string) {
 func (c *Cluster) nodeLabels(ctx context.Context, t *testing.T) (gate, version string) {
 	t.Helper()
 	gk, vk := c.gateKeys(t)
-	n, err := c.Admin.CoreV1().Nodes().Get(ctx, "gvz-node", metav1.GetOptions{})
+	n, err := c.Admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func (c *Cluster) versionLabel(ctx context.Context, t *testing.T, version string
 // records the time of each manager's last change, to the second).
 func (c *Cluster) labelledAt(ctx context.Context, t *testing.T) time.Time {
 	t.Helper()
-	n, err := c.Admin.CoreV1().Nodes().Get(ctx, "gvz-node", metav1.GetOptions{})
+	n, err := c.Admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,10 @@ const (
 	vBad  = "20240213"
 	vDeb  = "20221219" // Debian's runsc 20221219 and the 2022 shim: the upgrade's starting point (network "none")
 
-	nodeIP = "10.99.0.1"
-	mirror = "https://" + nodeIP + ":18443/release"
-	img    = "docker.io/gvz-e2e/busybox:e2e"
+	nodeName = "gvz-node" // node.sh's single node (its kubelet's system:node:gvz-node)
+	nodeIP   = "10.99.0.1"
+	mirror   = "https://" + nodeIP + ":18443/release"
+	img      = "docker.io/gvz-e2e/busybox:e2e"
 	// the readiness gate's kubectl image (prepare.sh: the static kubectl of ci/k8s/build.sh as /bin/kubectl)
 	kubectlImg = "docker.io/gvz-e2e/kubectl:e2e"
 )
