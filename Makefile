@@ -17,7 +17,7 @@ KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd e2e-agents bench schemas docs fmt lint scan scan-all clean
+.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd e2e-agents e2e-together bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -92,6 +92,13 @@ e2e-flux:
 e2e-argocd: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh
+
+## e2e-together: e2e-cluster, e2e-flux, e2e-agents and e2e-argocd side by side, as CI runs them (each suite on clusters of its own; they mostly wait): what they share is set up and built first, every line is prefixed with its suite's name
+e2e-together: $(KUSTOMIZE)
+	sh ci/cluster/setup.sh
+	sh ci/flux/build.sh && sh ci/registry/build.sh && sh ci/agentsandbox/build.sh && sh ci/argocd/build.sh
+	$(GO) run ./ci/phase together cluster='sh ci/cluster/e2e.sh' flux='sh ci/cluster/e2e-flux.sh' \
+		agents='sh ci/cluster/e2e-agents.sh' argocd='KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh'
 
 ## e2e-agents: SIG Apps' agent-sandbox controller (built, cached) on a sandbox class of a fresh cluster (containerd 2.4.2): a warm pool Pending until the class's gate opens, then under gVisor; a claim adopting a warm sandbox; suspend and resume; a gVisor bump with a sandbox running across it
 e2e-agents:

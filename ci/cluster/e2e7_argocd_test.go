@@ -42,6 +42,7 @@ const (
 var (
 	appGVR     = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
 	appProjGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
+	appSetGVR  = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 )
 
 // argoManifests: what the e2e applies from Argo CD's manifests folder (its base and cluster-rbac, as install.yaml

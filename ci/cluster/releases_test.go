@@ -4,12 +4,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,11 +56,14 @@ func (c *Cluster) execAliveIn(ctx context.Context, t *testing.T, ns, name string
 	id := c.containerIDIn(ctx, t, ns, name)
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	// Judged by the exit status, which ctr passes on: with the suites side by side, ctr once returned 0 and none of
+	// the process's output (its copy of the FIFO lost the race with the exit), so output is checked only when it came.
 	out, err := exec.CommandContext(cctx, "nsenter", "-t", fmt.Sprint(c.pid), "-m", "-p", "-n", "--",
 		"ctr", "-n", "k8s.io", "task", "exec", "--exec-id", fmt.Sprintf("gvz-e2e-%d", time.Now().UnixNano()),
-		id, "/bin/sh", "-c", "echo alive").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "alive" {
-		t.Fatalf("exec in %s (%s): %v: %s", name, id, err, out)
+		id, "/bin/sh", "-c", "echo alive; exit 7").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 || (len(out) > 0 && strings.TrimSpace(string(out)) != "alive") {
+		t.Fatalf("exec in %s (%s): want exit status 7 and \"alive\" (or nothing): %v: %s", name, id, err, out)
 	}
 }
 
@@ -96,18 +101,35 @@ func (c *Cluster) podReleaseIn(ctx context.Context, t *testing.T, ns, name strin
 	return ""
 }
 
-// waitReleaseUnused waits until no process of the machine runs a file of release rel's folder (as the installer
-// checks before it removes a release).
+// waitReleaseUnused waits until no process runs a file of this node's release rel folder (as the installer checks
+// before it removes a release: by the files' inodes). Not by path: every cluster's node has a folder of that name, and
+// with the suites side by side another node's sandboxes run its own copy of the release (found when the controller
+// suites ran beside make e2e-cluster, whose readiness scenario replaces its node's runsc under running pods).
 func (c *Cluster) waitReleaseUnused(ctx context.Context, t *testing.T, rel string) {
 	t.Helper()
-	dir := "/gvisor-releases/" + rel + "/"
+	dir := c.HostPath("/usr/local/bin/gvisor-releases/" + rel)
+	files := map[[2]uint64]string{}
+	ents, err := os.ReadDir(dir)
+	for _, e := range ents {
+		var st syscall.Stat_t
+		if e.Type().IsRegular() && syscall.Stat(filepath.Join(dir, e.Name()), &st) == nil {
+			files[[2]uint64{st.Dev, st.Ino}] = e.Name()
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("release %s: no file in the node's folder %s to look for (%v): removed before its pod stopped?", rel, dir, err)
+	}
 	var users []string
-	err := Poll(ctx, 250*time.Millisecond, 60*time.Second, "no process runs "+dir, func(ctx context.Context) (bool, error) {
+	err = Poll(ctx, 250*time.Millisecond, 60*time.Second, "no process runs a file of "+dir, func(ctx context.Context) (bool, error) {
 		users = users[:0]
 		procs, _ := filepath.Glob("/proc/[0-9]*/exe")
 		for _, p := range procs {
-			if exe, err := os.Readlink(p); err == nil && strings.Contains(exe, dir) {
-				users = append(users, filepath.Base(filepath.Dir(p))+" "+exe)
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) != nil {
+				continue
+			}
+			if f, ok := files[[2]uint64{st.Dev, st.Ino}]; ok {
+				users = append(users, filepath.Base(filepath.Dir(p))+" "+f)
 			}
 		}
 		return len(users) == 0, nil

@@ -7,7 +7,8 @@
 #  - containerd v2.4.2's containerd-shim-runc-v2 (Debian's 1.6 runc shim fails under containerd 2.x:
 #    "io.containerd.runc.v2: type with url ...: not found") into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-shim-runc-v2-v2.4.2/ (built into a temp dir, then renamed);
-#  - openssl (the API server's service-account key pair and the test's tokens), iptables (kube-proxy).
+#  - openssl (the API server's service-account key pair and the test's tokens), iptables (kube-proxy), git and
+#    redis-server (the Flux and Argo CD suites).
 # Run as root. Cold: ~20 minutes (the Kubernetes build); warm: a few seconds.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -23,6 +24,10 @@ pkgs=""
 command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
 # kube-proxy (iptables mode) runs iptables-restore and iptables-save on the node
 [ -x /usr/sbin/iptables-restore ] || command -v iptables-restore >/dev/null 2>&1 || pkgs="$pkgs iptables"
+# the controller suites' (e2e-flux.sh and e2e-argocd.sh ask for them too, but make e2e-together runs them side by side,
+# and two apt-get runs at once fail on dpkg's lock)
+command -v git >/dev/null 2>&1 || pkgs="$pkgs git"
+command -v redis-server >/dev/null 2>&1 || pkgs="$pkgs redis-server"
 if [ -n "$pkgs" ]; then
 	echo "cluster-setup: apt-get install$pkgs"
 	export DEBIAN_FRONTEND=noninteractive
@@ -30,7 +35,7 @@ if [ -n "$pkgs" ]; then
 	# shellcheck disable=SC2086 # a list
 	apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 fi
-echo "cluster-setup: openssl, iptables ready in $(($(now) - t))s"
+echo "cluster-setup: openssl, iptables, git, redis-server ready in $(($(now) - t))s"
 
 V=v2.4.2
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen

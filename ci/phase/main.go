@@ -3,13 +3,15 @@
 //
 //	phase run -results FILE -id ID [-cold] -- CMD ARGS...
 //	phase report -results FILE [-budget ci/phase/budget.tsv]
+//	phase together NAME=COMMAND NAME=COMMAND...
 //
 // run executes one phase and appends what it measured to FILE: the wall
 // time, the CPU time of the phase's own processes (orphans included: the
 // runner is their subreaper) and the CPU time everything else on the machine
 // used meanwhile. report prints each phase against its share and exits 1 when
 // the total, corrected for that foreign load, exceeds the budget by more than
-// the margin (budget.go says which and why).
+// the margin (budget.go says which and why). together runs suites that
+// mostly wait side by side as one phase (together.go).
 package main
 
 import (
@@ -91,6 +93,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	case "together":
+		code, err := together(args[1:], stdout)
+		if err != nil {
+			fmt.Fprintln(stderr, "phase together:", err)
+		}
+		return code
 	}
 	fmt.Fprintf(stderr, "phase: unknown command %q\n", args[0])
 	return 2

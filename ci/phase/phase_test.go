@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,5 +176,46 @@ func TestCIRunPhasesHaveShares(t *testing.T) {
 		if float64(cold) != b.total.Cold || float64(warm) != b.total.Warm {
 			t.Errorf("%s quotes cold %d s, warm %d s; budget.tsv's total is cold %.0f s, warm %.0f s", doc, cold, warm, b.total.Cold, b.total.Warm)
 		}
+	}
+}
+
+func TestTogether(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		args  []string
+		code  int
+		err   string
+		lines []string // each must be in the output, whole
+	}{
+		// side by side: a waits for the file b makes (one after the other, a would give up and fail)
+		{name: "both pass, side by side, each line prefixed", args: []string{
+			"a=echo one; i=0; until [ -e b.done ]; do i=$((i+1)); [ $i -lt 600 ] || exit 9; sleep 0.1; done; echo two",
+			"b=echo three; : >b.done",
+		}, lines: []string{"[a] one", "[a] two", "[b] three"}},
+		{name: "a failure is reported after every job ended", args: []string{
+			"ok=sleep 1; echo done", "bad=echo broken >&2; exit 3",
+		}, code: 3, err: "failed: bad", lines: []string{"[ok] done", "[bad] broken"}},
+		{name: "a job killed by a signal", args: []string{"k=kill -9 $$", "ok=true"}, code: 137, err: "failed: k"},
+		{name: "one job is not together", args: []string{"a=true"}, code: 2, err: "usage"},
+		{name: "a job without a name", args: []string{"=true", "b=true"}, code: 2, err: `"=true": want NAME=COMMAND`},
+		{name: "a name twice", args: []string{"a=true", "a=false"}, code: 2, err: "given twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			var out bytes.Buffer
+			code, err := together(c.args, &out)
+			if code != c.code {
+				t.Errorf("code %d, want %d\n%s", code, c.code, out.String())
+			}
+			if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+				t.Errorf("err %v, want %q", err, c.err)
+			}
+			got := strings.Split(out.String(), "\n")
+			for _, l := range c.lines {
+				if !slices.Contains(got, l) {
+					t.Errorf("no line %q in\n%s", l, out.String())
+				}
+			}
+		})
 	}
 }
