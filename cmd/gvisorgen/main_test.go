@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/gvisorgen/gvisorgen/internal/artifact/testkms"
 )
 
 func TestMain(m *testing.M) {
@@ -21,6 +23,8 @@ func TestMain(m *testing.M) {
 	}
 	testscript.Main(m, map[string]func(){
 		"gvisorgen": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		// a KMS plugin (sigstore's protocol) whose KMS is a key file: push --key testkms://<path>
+		"sigstore-kms-testkms": func() { os.Exit(testkms.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		// expect CODE ARGS... runs gvisorgen ARGS and succeeds only when it
 		// exits with CODE, so scripts can assert the exact exit code.
 		"expect": func() {

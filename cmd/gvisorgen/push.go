@@ -31,9 +31,12 @@ commit, so the same commit gives the same digest; --revision, --source and --cre
 (with both --revision and --created, git is not asked: the source is then --source or none).
 
 The key is a cosign key file (cosign generate-key-pair; its password from COSIGN_PASSWORD, as
-cosign reads it) or a PEM private key. Without --key, push refuses unless --unsigned is given:
-Flux's verify (provider cosign) then refuses the artifact, and that is the point of signing it.
-Keyless (OIDC) signing and KMS keys are not supported yet.
+cosign reads it), a PEM private key, or a key a KMS holds, <name>://<key>: push then runs the
+sigstore KMS plugin sigstore-kms-<name> from PATH for the public key and the signature, as cosign
+does for plugins (gvisorgen links no cloud SDK: awskms://, gcpkms://, azurekms:// and
+hashivault:// keys need their plugin installed). Without --key, push refuses unless --unsigned is
+given: Flux's verify (provider cosign) then refuses the artifact, and that is the point of signing
+it. Keyless (OIDC) signing is not supported yet.
 
 Exit 0: pushed (and signed and verified); 1: the tree is stale; 2: anything else (the registry
 refused or could not be reached, the key or its password, a dirty tree, bad flags).`,
@@ -53,7 +56,7 @@ refused or could not be reached, the key or its password, a dirty tree, bad flag
 			case keyFile != "" && unsigned:
 				return &usageError{errors.New("--key and --unsigned: give one")}
 			case strings.Contains(keyFile, "://"):
-				return &usageError{fmt.Errorf("--key %s: KMS keys are not supported yet; give a key file (cosign generate-key-pair)", keyFile)}
+				po.KMS = keyFile
 			case keyFile != "":
 				if po.Key, err = os.ReadFile(keyFile); err != nil {
 					return fmt.Errorf("reading the key: %w", err)
@@ -90,7 +93,7 @@ refused or could not be reached, the key or its password, a dirty tree, bad flag
 	}
 	in.register(cmd, false) // the inputs check takes; push needs exactly one --target
 	fl := cmd.Flags()
-	fl.StringVar(&keyFile, "key", "", "private key to sign with: a cosign key file (password in COSIGN_PASSWORD) or a PEM private key")
+	fl.StringVar(&keyFile, "key", "", "private key to sign with: a cosign key file (password in COSIGN_PASSWORD), a PEM private key, or a KMS key <name>://<key> (through the sigstore KMS plugin sigstore-kms-<name> on PATH)")
 	fl.BoolVar(&unsigned, "unsigned", false, "push without a signature")
 	fl.StringVar(&source, "source", "", "the artifact's source annotation (default: the origin remote's URL, credentials removed)")
 	fl.StringVar(&revision, "revision", "", "the artifact's revision (default: <branch>@sha1:<commit> of HEAD)")

@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/kms"
+	"github.com/sigstore/sigstore/pkg/signature/kms/cliplugin"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
@@ -37,8 +39,13 @@ const (
 )
 
 // Signer signs with a private key: cosign's own key files (`cosign
-// generate-key-pair`, encrypted with a password) or a PEM private key.
-type Signer struct{ sv signature.SignerVerifier }
+// generate-key-pair`, encrypted with a password), a PEM private key, or a key
+// a KMS holds. v verifies in process with the signer's public key (for a KMS
+// key, the one the KMS gave once), never by asking the signer again.
+type Signer struct {
+	sv signature.SignerVerifier
+	v  signature.Verifier
+}
 
 // LoadSigner reads a private key. password is the key file's password
 // (cosign reads it from COSIGN_PASSWORD; nil for an unencrypted key).
@@ -54,16 +61,42 @@ func LoadSigner(pemBytes, password []byte) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the private key: %w", err)
 	}
-	return &Signer{sv: sv}, nil
+	return &Signer{sv: sv, v: sv}, nil
+}
+
+// LoadKMSSigner reaches a key a KMS holds, ref being <name>://<key>, through
+// sigstore's KMS plugin protocol: the program sigstore-kms-<name> on PATH is
+// run for each call (public key, signature), as cosign runs it for
+// `cosign sign --key <name>://<key>`. gvisorgen links no cloud SDK: AWS, GCP,
+// Azure or Vault keys need their plugin installed.
+func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
+	sv, err := kms.Get(ctx, ref, crypto.SHA256)
+	if err != nil {
+		var nf *kms.ProviderNotFoundError
+		if errors.As(err, &nf) {
+			scheme, _, _ := strings.Cut(ref, "://")
+			return nil, fmt.Errorf("no KMS plugin for %s: gvisorgen signs with KMS keys through sigstore's KMS plugin protocol (cosign's), running %s%s from PATH, and that program is not there; install the plugin for your KMS or sign with a key file", ref, cliplugin.PluginBinaryPrefix, scheme)
+		}
+		return nil, fmt.Errorf("the KMS key %s: %w", ref, err)
+	}
+	pub, err := sv.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("the KMS key %s: its public key: %w", ref, err)
+	}
+	v, err := signature.LoadVerifier(pub, crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("the KMS key %s: its public key: %w", ref, err)
+	}
+	return &Signer{sv: sv, v: v}, nil
 }
 
 // Verifier verifies with the signer's public key.
-func (s *Signer) Verifier() signature.Verifier { return s.sv }
+func (s *Signer) Verifier() signature.Verifier { return s.v }
 
 // PublicKeyPEM is the public key, as `cosign generate-key-pair` writes
 // cosign.pub and as Flux's verification secret holds it.
 func (s *Signer) PublicKeyPEM() ([]byte, error) {
-	pub, err := s.sv.PublicKey()
+	pub, err := s.v.PublicKey()
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +126,7 @@ func (s *Signer) sign(d name.Digest, opts []remote.Option) (name.Tag, bool, erro
 	if err != nil {
 		return tag, false, err
 	}
-	if ok, _ := verifies(base, d, s.sv); ok {
+	if ok, _ := verifies(base, d, s.v); ok {
 		return tag, false, nil
 	}
 	msg, err := (&payload.Cosign{Image: d}).MarshalJSON()

@@ -26,6 +26,9 @@ type PushOptions struct {
 	// Key is the private key's PEM (cosign.key) and Password its password;
 	// no Key pushes unsigned (the command asks for --unsigned to say so).
 	Key, Password []byte
+	// KMS is a key a KMS holds, <name>://<key>, reached through the sigstore
+	// KMS plugin sigstore-kms-<name> on PATH (instead of Key).
+	KMS string
 	// Source, Revision and Created replace what the commit says; Revision
 	// and Created together make git unnecessary.
 	Source, Revision string
@@ -52,8 +55,17 @@ func Push(ctx context.Context, o PushOptions) (*PushReport, error) {
 	}
 	rep := &PushReport{Target: o.Only[0], Dir: path.Join(layout.GeneratedDir, o.Only[0])}
 	var signer *artifact.Signer
-	if o.Key != nil {
+	switch {
+	case o.Key != nil && o.KMS != "":
+		return rep, errors.New("a key file and a KMS key: give one")
+	case o.Key != nil:
 		s, err := artifact.LoadSigner(o.Key, o.Password)
+		if err != nil {
+			return rep, err
+		}
+		signer = s
+	case o.KMS != "":
+		s, err := artifact.LoadKMSSigner(ctx, o.KMS)
 		if err != nil {
 			return rep, err
 		}
