@@ -97,7 +97,9 @@ e2e-argocd: $(KUSTOMIZE)
 e2e-together: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	sh ci/flux/build.sh && sh ci/registry/build.sh && sh ci/agentsandbox/build.sh && sh ci/argocd/build.sh
-	$(GO) run ./ci/phase together cluster='sh ci/cluster/e2e.sh' flux='sh ci/cluster/e2e-flux.sh' \
+	$(GO) build -o .bin/phase ./ci/phase
+	# built, not go run: go run dies on SIGTERM without passing it on, which would orphan the suites
+	.bin/phase together cluster='sh ci/cluster/e2e.sh' flux='sh ci/cluster/e2e-flux.sh' \
 		agents='sh ci/cluster/e2e-agents.sh' argocd='KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh'
 
 ## e2e-agents: SIG Apps' agent-sandbox controller (built, cached) on a sandbox class of a fresh cluster (containerd 2.4.2): a warm pool Pending until the class's gate opens, then under gVisor; a claim adopting a warm sandbox; suspend and resume; a gVisor bump with a sandbox running across it

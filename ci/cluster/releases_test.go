@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,13 +110,14 @@ func (c *Cluster) waitReleaseUnused(ctx context.Context, t *testing.T, rel strin
 	t.Helper()
 	dir := c.HostPath("/usr/local/bin/gvisor-releases/" + rel)
 	files := map[[2]uint64]string{}
-	ents, err := os.ReadDir(dir)
-	for _, e := range ents {
+	// every file under the folder, links followed (the installer's find -type f and stat -L)
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		var st syscall.Stat_t
-		if e.Type().IsRegular() && syscall.Stat(filepath.Join(dir, e.Name()), &st) == nil {
-			files[[2]uint64{st.Dev, st.Ino}] = e.Name()
+		if err == nil && !e.IsDir() && syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			files[[2]uint64{st.Dev, st.Ino}] = strings.TrimPrefix(p, dir+"/")
 		}
-	}
+		return err
+	})
 	if len(files) == 0 {
 		t.Fatalf("release %s: no file in the node's folder %s to look for (%v): removed before its pod stopped?", rel, dir, err)
 	}

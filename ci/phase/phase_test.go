@@ -196,6 +196,12 @@ func TestTogether(t *testing.T) {
 			"ok=sleep 1; echo done", "bad=echo broken >&2; exit 3",
 		}, code: 3, err: "failed: bad", lines: []string{"[ok] done", "[bad] broken"}},
 		{name: "a job killed by a signal", args: []string{"k=kill -9 $$", "ok=true"}, code: 137, err: "failed: k"},
+		// a line longer than the reader's buffer comes out in pieces, and what follows it is not lost
+		{name: "a 2 MB line", args: []string{"long=head -c 2000000 /dev/zero | tr '\\0' x; echo; echo after", "ok=true"},
+			lines: []string{"[long] after"}},
+		// a process the job leaves holding its output: the job ends anyway, and nothing of it prints after that
+		{name: "a leftover process", args: []string{"d=(while :; do echo tick; sleep 0.05; done) & sleep 0.2; echo bye", "ok=true"},
+			lines: []string{"[d] bye", "::: together: d left a process holding its output"}},
 		{name: "one job is not together", args: []string{"a=true"}, code: 2, err: "usage"},
 		{name: "a job without a name", args: []string{"=true", "b=true"}, code: 2, err: `"=true": want NAME=COMMAND`},
 		{name: "a name twice", args: []string{"a=true", "a=false"}, code: 2, err: "given twice"},
@@ -213,7 +219,20 @@ func TestTogether(t *testing.T) {
 			got := strings.Split(out.String(), "\n")
 			for _, l := range c.lines {
 				if !slices.Contains(got, l) {
-					t.Errorf("no line %q in\n%s", l, out.String())
+					t.Errorf("no line %q in\n%.2000s", l, out.String())
+				}
+			}
+			// nothing of a job prints after its "ended" line
+			for _, a := range c.args {
+				name, _, _ := strings.Cut(a, "=")
+				i := slices.IndexFunc(got, func(l string) bool { return strings.HasPrefix(l, "::: together: "+name+" ended: ") })
+				if i < 0 {
+					continue
+				}
+				for _, l := range got[i:] {
+					if strings.HasPrefix(l, "["+name+"] ") {
+						t.Errorf("%q printed after %s ended", l, name)
+					}
 				}
 			}
 		})

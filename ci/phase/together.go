@@ -44,8 +44,9 @@ func parseJobs(args []string) ([]*job, error) {
 // together runs the jobs side by side, each with `sh -c` in its own process group, and writes their output to out
 // line by line, each line prefixed with its job's name (whole lines only, so that two suites never mix within a
 // line). Every job runs to its end even when another fails (a CI log must show every failure, and each suite bounds
-// its own time); a signal is passed to every job's group. It prints each job's time and exit status and returns 0
-// only when every job passed, else the first failed job's status.
+// its own time); SIGINT, SIGTERM and SIGHUP are passed to every job's group (a SIGKILL of together itself reaches
+// no job: kill their groups). It prints each job's time and exit status and returns 0 only when every job passed,
+// else the first failed job's status.
 func together(args []string, out io.Writer) (int, error) {
 	jobs, err := parseJobs(args)
 	if err != nil {
@@ -81,13 +82,7 @@ func together(args []string, out io.Writer) (int, error) {
 		read := make(chan struct{})
 		go func() {
 			defer close(read)
-			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				lw.line("[" + j.name + "] " + sc.Text())
-			}
-			// drain what a too-long line left, so the job never blocks on its pipe
-			_, _ = io.Copy(io.Discard, r)
+			prefixLines(r, "["+j.name+"] ", lw)
 		}()
 		wg.Add(1)
 		go func() {
@@ -95,11 +90,14 @@ func together(args []string, out io.Writer) (int, error) {
 			err := cmd.Wait()
 			j.wall = time.Since(start)
 			j.code = exitCode(err)
-			// a process the job left running may hold the pipe: its output is not waited for long
+			// a process the job left running may hold the pipe: its output is not waited for long (closing the
+			// read end ends the reader, which is waited for, so nothing of this job prints after "ended")
 			select {
 			case <-read:
 			case <-time.After(5 * time.Second):
 				lw.line(fmt.Sprintf("::: together: %s left a process holding its output", j.name))
+				_ = r.Close()
+				<-read
 			}
 			_ = r.Close()
 			lw.line(fmt.Sprintf("::: together: %s ended: %s", j.name, j.status()))
@@ -121,7 +119,7 @@ func together(args []string, out io.Writer) (int, error) {
 	code := 0
 	var failed []string
 	for _, j := range jobs {
-		fmt.Fprintf(out, "::: together: %-16s %s\n", j.name, j.status())
+		lw.line(fmt.Sprintf("::: together: %-16s %s", j.name, j.status()))
 		if j.code != 0 {
 			failed = append(failed, j.name)
 			if code == 0 {
@@ -154,6 +152,21 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return 1
+}
+
+// prefixLines copies r to lw line by line, each line prefixed; a line longer than the reader's buffer goes out
+// in prefixed pieces (nothing after it is lost), and a last line without a newline is kept.
+func prefixLines(r io.Reader, prefix string, lw *lineWriter) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(b) > 0 {
+			lw.line(prefix + strings.TrimSuffix(string(b), "\n"))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
 }
 
 // lineWriter writes whole lines under one lock.

@@ -104,7 +104,7 @@ func Push(ctx context.Context, o Options) (*Pushed, error) {
 	if o.Signer == nil {
 		return p, nil
 	}
-	if p.Signature, p.Signed, err = o.Signer.sign(digest, opts); err != nil {
+	if p.Signature, p.Signed, err = o.Signer.sign(ctx, digest, opts); err != nil {
 		return nil, fmt.Errorf("signing %s: %w", digest, err)
 	}
 	if err := Verify(ctx, digest, o.Signer.Verifier(), o.Remote...); err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -24,6 +25,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/kms"
 	"github.com/sigstore/sigstore/pkg/signature/kms/cliplugin"
+	"github.com/sigstore/sigstore/pkg/signature/options"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
@@ -66,20 +68,26 @@ func LoadSigner(pemBytes, password []byte) (*Signer, error) {
 
 // LoadKMSSigner reaches a key a KMS holds, ref being <name>://<key>, through
 // sigstore's KMS plugin protocol: the program sigstore-kms-<name> on PATH is
-// run for each call (public key, signature), as cosign runs it for
-// `cosign sign --key <name>://<key>`. gvisorgen links no cloud SDK: AWS, GCP,
-// Azure or Vault keys need their plugin installed.
+// run for each call (public key, signature), as cosign runs a plugin for
+// `cosign sign --key <name>://<key>`. gvisorgen links no cloud SDK (cosign's
+// built-in awskms://, gcpkms://, azurekms:// and hashivault:// providers are
+// not plugins: those keys work here only with a plugin of that name). ctx
+// bounds each plugin run.
 func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
 	sv, err := kms.Get(ctx, ref, crypto.SHA256)
 	if err != nil {
 		var nf *kms.ProviderNotFoundError
 		if errors.As(err, &nf) {
 			scheme, _, _ := strings.Cut(ref, "://")
-			return nil, fmt.Errorf("no KMS plugin for %s: gvisorgen signs with KMS keys through sigstore's KMS plugin protocol (cosign's), running %s%s from PATH, and that program is not there; install the plugin for your KMS or sign with a key file", ref, cliplugin.PluginBinaryPrefix, scheme)
+			hint := "install the plugin for your KMS, or sign with a key file"
+			if slices.Contains(cosignBuiltinKMS, scheme) {
+				hint = "cosign signs " + scheme + ":// keys with a provider built into cosign, which gvisorgen does not link: push with --unsigned, then sign the printed digest with cosign sign --key " + ref + " (Flux verifies that signature the same way), or install a plugin of that name"
+			}
+			return nil, fmt.Errorf("no KMS plugin for %s: gvisorgen signs with KMS keys through sigstore's KMS plugin protocol (cosign's), running %s%s, and there is no executable of that name on PATH; %s", ref, cliplugin.PluginBinaryPrefix, scheme, hint)
 		}
 		return nil, fmt.Errorf("the KMS key %s: %w", ref, err)
 	}
-	pub, err := sv.PublicKey()
+	pub, err := sv.PublicKey(options.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("the KMS key %s: its public key: %w", ref, err)
 	}
@@ -89,6 +97,10 @@ func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
 	}
 	return &Signer{sv: sv, v: v}, nil
 }
+
+// cosignBuiltinKMS are the KMS schemes cosign serves with providers of its
+// own (each its cloud's SDK), not with plugins.
+var cosignBuiltinKMS = []string{"awskms", "gcpkms", "azurekms", "hashivault"}
 
 // Verifier verifies with the signer's public key.
 func (s *Signer) Verifier() signature.Verifier { return s.v }
@@ -120,7 +132,7 @@ func SignatureTag(d name.Digest) name.Tag {
 // sign adds a signature of d to its signature image, keeping the signatures
 // already there (others' keys); with one by this key already there, it adds
 // nothing (signed false), as cosign does.
-func (s *Signer) sign(d name.Digest, opts []remote.Option) (name.Tag, bool, error) {
+func (s *Signer) sign(ctx context.Context, d name.Digest, opts []remote.Option) (name.Tag, bool, error) {
 	tag := SignatureTag(d)
 	base, err := signatures(tag, opts)
 	if err != nil {
@@ -133,7 +145,8 @@ func (s *Signer) sign(d name.Digest, opts []remote.Option) (name.Tag, bool, erro
 	if err != nil {
 		return tag, false, err
 	}
-	sig, err := s.sv.SignMessage(bytes.NewReader(msg))
+	// the context bounds a KMS plugin's run (sigstore runs it under context.Background() unless told)
+	sig, err := s.sv.SignMessage(bytes.NewReader(msg), options.WithContext(ctx))
 	if err != nil {
 		return tag, false, err
 	}
