@@ -17,7 +17,7 @@ KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
 
-.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd e2e-agents e2e-together bench schemas docs fmt lint scan scan-all clean
+.PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd e2e-agents e2e-together test-kms bench schemas docs fmt lint scan scan-all clean
 all: generate
 
 build:
@@ -72,6 +72,10 @@ test-node-e2e:
 	sh ci/node/setup.sh
 	sh ci/node/e2e-setup.sh
 	bash ci/node/e2e.sh
+
+## test-kms: gvisorgen push signing with an AWS KMS key through the sigstore KMS plugin kmsplugin/sigstore-kms-awskms (its own module: gvisorgen links no cloud SDK) against local-kms, an AWS KMS API server built from its module
+test-kms:
+	cd kmsplugin && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## e2e: every generated object against a real kube-apiserver + etcd (built once, cached), and the mutation suite
 e2e:

@@ -33,9 +33,10 @@ commit, so the same commit gives the same digest; --revision, --source and --cre
 The key is a cosign key file (cosign generate-key-pair; its password from COSIGN_PASSWORD, as
 cosign reads it), a PEM private key, or a key a KMS holds, <name>://<key>: push then runs the
 sigstore KMS plugin sigstore-kms-<name> from PATH for the public key and the signature, as cosign
-does for plugins. gvisorgen links no cloud SDK: cosign's awskms://, gcpkms://, azurekms:// and
-hashivault:// are providers built into cosign, not plugins; for those keys push with --unsigned
-and sign the printed digest with cosign sign --key. Without --key, push refuses unless --unsigned is
+does for plugins. gvisorgen links no cloud SDK; for awskms:// keys install its plugin
+(go install github.com/gvisorgen/gvisorgen/kmsplugin/sigstore-kms-awskms@latest). cosign's
+gcpkms://, azurekms:// and hashivault:// are providers built into cosign, not plugins: for those
+keys push with --unsigned and sign the printed digest with cosign sign --key. Without --key, push refuses unless --unsigned is
 given: Flux's verify (provider cosign) then refuses the artifact, and that is the point of signing
 it. Keyless (OIDC) signing is not supported yet.
 

@@ -101,7 +101,8 @@ func TestKMSRefused(t *testing.T) {
 	ref, _, _ := kmsPlugin(t)
 	ctx := context.Background()
 	for _, c := range []struct{ ref, want string }{
-		{"awskms:///alias/gvisor", "no KMS plugin for awskms:///alias/gvisor: gvisorgen signs with KMS keys through sigstore's KMS plugin protocol (cosign's), running sigstore-kms-awskms, and there is no executable of that name on PATH; cosign signs awskms:// keys with a provider built into cosign, which gvisorgen does not link: push with --unsigned, then sign the printed digest with cosign sign --key awskms:///alias/gvisor"},
+		{"awskms:///alias/gvisor", "no KMS plugin for awskms:///alias/gvisor: gvisorgen signs with KMS keys through sigstore's KMS plugin protocol (cosign's), running sigstore-kms-awskms, and there is no executable of that name on PATH; install gvisorgen's AWS KMS plugin (go install github.com/gvisorgen/gvisorgen/kmsplugin/sigstore-kms-awskms@latest)"},
+		{"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k", "cosign signs gcpkms:// keys with a provider built into cosign, which gvisorgen does not link: push with --unsigned, then sign the printed digest with cosign sign --key gcpkms://"},
 		{"myhsm://slot/1", "running sigstore-kms-myhsm, and there is no executable of that name on PATH; install the plugin for your KMS, or sign with a key file"},
 		{"testkms:///no/such/key.pem", "testkms: no key /no/such/key.pem"},
 		{strings.Replace(ref, "kms-key.pem", "calls", 1), "the KMS key testkms://"},

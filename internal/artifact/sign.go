@@ -71,8 +71,9 @@ func LoadSigner(pemBytes, password []byte) (*Signer, error) {
 // run for each call (public key, signature), as cosign runs a plugin for
 // `cosign sign --key <name>://<key>`. gvisorgen links no cloud SDK (cosign's
 // built-in awskms://, gcpkms://, azurekms:// and hashivault:// providers are
-// not plugins: those keys work here only with a plugin of that name). ctx
-// bounds each plugin run.
+// not plugins: those keys work here only with a plugin of that name, which the
+// repository's kmsplugin module provides for awskms). ctx bounds each plugin
+// run.
 func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
 	sv, err := kms.Get(ctx, ref, crypto.SHA256)
 	if err != nil {
@@ -80,7 +81,10 @@ func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
 		if errors.As(err, &nf) {
 			scheme, _, _ := strings.Cut(ref, "://")
 			hint := "install the plugin for your KMS, or sign with a key file"
-			if slices.Contains(cosignBuiltinKMS, scheme) {
+			switch {
+			case scheme == "awskms":
+				hint = "install gvisorgen's AWS KMS plugin (go install github.com/gvisorgen/gvisorgen/kmsplugin/sigstore-kms-awskms@latest), or sign with a key file"
+			case slices.Contains(cosignBuiltinKMS, scheme):
 				hint = "cosign signs " + scheme + ":// keys with a provider built into cosign, which gvisorgen does not link: push with --unsigned, then sign the printed digest with cosign sign --key " + ref + " (Flux verifies that signature the same way), or install a plugin of that name"
 			}
 			return nil, fmt.Errorf("no KMS plugin for %s: gvisorgen signs with KMS keys through sigstore's KMS plugin protocol (cosign's), running %s%s, and there is no executable of that name on PATH; %s", ref, cliplugin.PluginBinaryPrefix, scheme, hint)
@@ -99,7 +103,8 @@ func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
 }
 
 // cosignBuiltinKMS are the KMS schemes cosign serves with providers of its
-// own (each its cloud's SDK), not with plugins.
+// own (each its cloud's SDK), not with plugins; gvisorgen ships a plugin for
+// awskms (kmsplugin/sigstore-kms-awskms), none for the others yet.
 var cosignBuiltinKMS = []string{"awskms", "gcpkms", "azurekms", "hashivault"}
 
 // Verifier verifies with the signer's public key.
