@@ -13,7 +13,7 @@ import (
 // the fix, on every retry, with no further restart. A host without crictl says the list was not checked.
 func TestCRIListsRunsc(t *testing.T) {
 	t.Parallel()
-	for _, ver := range []string{"16", "24"} {
+	for _, ver := range []string{"16", "22", "24"} {
 		t.Run(ver+"/lists", func(t *testing.T) {
 			h := newHost(t, ver)
 			h.link(crictlBin, h.Dir+"/fakebin/crictl")
@@ -34,6 +34,16 @@ func TestCRIListsRunsc(t *testing.T) {
 			h.knob("config", "/etc/containerd/unit.toml")
 			h.startContainerd()
 			h.mustRun("install-runsc.sh", nil)
+			if ver == "22" {
+				// the unit's own config imports conf.d too (a copy of the default): the drop-in reaches the running
+				// containerd all the same, and CRI lists it (dropin_test.go has the unit whose config imports nothing)
+				r := h.mustRunRestarts("configure-containerd.sh", nil, 1)
+				assertContains(t, "output", r.Output, "lists the runsc handler")
+				if h.read("/etc/containerd/unit.toml") != orig || h.config() != orig {
+					t.Fatal("a config file was changed on the drop-in path")
+				}
+				return
+			}
 			want := `containerd's CRI on /run/containerd/containerd\.sock does not list the runsc handler although /etc/containerd/config\.toml defines it: the running containerd does not read that file`
 			r0 := h.restarts()
 			h.mustFail("configure-containerd.sh", nil, want)
@@ -64,8 +74,11 @@ func TestCRIListsRunsc(t *testing.T) {
 }
 
 func defFor(ver string) string {
-	if ver == "24" {
+	switch ver {
+	case "24":
 		return def24()
+	case "22":
+		return realDefault("22") // the drop-in
 	}
 	return def16()
 }

@@ -94,7 +94,7 @@ func TestCRIRefusal(t *testing.T) {
 		{name: "containerd-down-config-on-disk-broken", config: "version = 2\n[plugins\n", noStart: true,
 			want: `(?m)containerd does not answer on /run/containerd/containerd.sock, so its CRI \(what kubelet uses\) cannot be checked; nothing was changed and containerd was not restarted\. The config on disk is already broken: the host's containerd rejects /etc/containerd/config\.toml \(.*\)\. Fix: correct /etc/containerd/config\.toml \(the rejection above\), then start containerd on the host \(systemctl status containerd; journalctl -u containerd\) and let the installer retry$`},
 	}
-	for _, ver := range []string{"16", "24"} {
+	for _, ver := range []string{"16", "22", "24"} {
 		for _, c := range cases {
 			t.Run(c.name+"/"+ver, func(t *testing.T) {
 				h := newHost(t, ver)
@@ -164,8 +164,11 @@ func TestExactRestore(t *testing.T) {
 		cfg  func(ver string) string
 	}
 	def := func(ver string) string {
-		if ver == "16" {
+		switch ver {
+		case "16":
 			return def16()
+		case "22":
+			return noImports("22") // in place: the exact restore is the block's
 		}
 		return def24()
 	}
@@ -178,7 +181,7 @@ func TestExactRestore(t *testing.T) {
 		}},
 		{"one-line-without-eol", func(string) string { return "version = 2" }},
 	}
-	for _, ver := range []string{"16", "24"} {
+	for _, ver := range []string{"16", "22", "24"} {
 		for _, c := range cases {
 			t.Run(c.name+"/"+ver, func(t *testing.T) {
 				orig := c.cfg(ver)

@@ -129,8 +129,12 @@ func TestForeignBinariesAdopted(t *testing.T) {
 	})
 	// install (taken over) -> re-run (nothing moved again, with or without the opt-in) -> configure -> uninstall (given
 	// back) on every containerd of the suite: 1.6 with the binaries layout (a foreign gvisor-bin/ must go aside although
-	// the release brings none), 1.7 and 2.4.2 with the archive layout (gvisorgen's gvisor-bin/ replaces the foreign one).
-	for _, c := range []struct{ ver, tag string }{{"16", tagBin}, {"17", tagArch}, {"24", tagArch}} {
+	// the release brings none), 1.7 and 2.4.2 with the archive layout (gvisorgen's gvisor-bin/ replaces the foreign one),
+	// and 2.2.9 on its own default config, which imports conf.d: the runtime in the drop-in, the config never touched.
+	for _, c := range []struct {
+		ver, tag string
+		dropin   bool
+	}{{"16", tagBin, false}, {"17", tagArch, false}, {"24", tagArch, false}, {"22", tagArch, true}} {
 		t.Run("takeover-then-uninstall-gives-back/"+c.ver, func(t *testing.T) {
 			t.Parallel()
 			h := newHost(t, c.ver)
@@ -196,7 +200,11 @@ func TestForeignBinariesAdopted(t *testing.T) {
 			}
 
 			h.mustRun("configure-containerd.sh", map[string]string{"GVISOR_VERSION": c.tag})
-			if !h.exists("/etc/containerd/config.toml.gvisorgen-backup") {
+			if c.dropin {
+				if !h.exists(dropIn) || h.config() != cfg {
+					t.Fatalf("the drop-in node: drop-in there %v, config untouched %v", h.exists(dropIn), h.config() == cfg)
+				}
+			} else if !h.exists("/etc/containerd/config.toml.gvisorgen-backup") {
 				t.Fatal("configure-containerd made no backup")
 			}
 			before := h.restarts()
@@ -211,12 +219,14 @@ func TestForeignBinariesAdopted(t *testing.T) {
 			if h.config() != cfg {
 				t.Fatal("config not restored")
 			}
-			for _, p := range []string{"/etc/containerd/config.toml.gvisorgen-backup", "/etc/containerd/config.toml.gvisorgen-applied"} {
+			for _, p := range []string{"/etc/containerd/config.toml.gvisorgen-backup", "/etc/containerd/config.toml.gvisorgen-applied", dropIn} {
 				if h.exists(p) {
 					t.Fatalf("%s left after a verified uninstall", p)
 				}
 			}
-			assertContains(t, "uninstall", r.Output, "removed /etc/containerd/config.toml.gvisorgen-backup: containerd serves CRI")
+			if !c.dropin {
+				assertContains(t, "uninstall", r.Output, "removed /etc/containerd/config.toml.gvisorgen-backup: containerd serves CRI")
+			}
 			h.mustRun("ready.sh", map[string]string{"GVISOR_MODE": "uninstall"})
 			// again: nothing to do, nothing moved, no restart
 			h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})

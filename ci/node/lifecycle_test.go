@@ -25,6 +25,28 @@ func fullInstall(t *testing.T, ver, cfg string) *Host {
 	return h
 }
 
+// lifecycleNodes are the nodes the lifecycle cases run on, one per way the runtime reaches containerd: 1.6 and 2.4.2
+// with the block in place (2.4.2 on a config that imports nothing), and 2.2.9 with its own default config, which
+// imports conf.d: the drop-in.
+type lifecycleNode struct {
+	name, ver string
+	config    func() string
+}
+
+var lifecycleNodes = []lifecycleNode{
+	{"16", "16", def16},
+	{"24", "24", def24},
+	{"22-dropin", "22", func() string { return realDefault("22") }},
+}
+
+// wantPath fails unless the installed node took the node's path: the drop-in on 22-dropin, the block elsewhere.
+func (n lifecycleNode) wantPath(t *testing.T, h *Host) {
+	t.Helper()
+	if dropin := strings.HasSuffix(n.name, "dropin"); h.exists(dropIn) != dropin {
+		t.Fatalf("%s: drop-in %s there: %v, want %v", n.name, dropIn, h.exists(dropIn), dropin)
+	}
+}
+
 func TestRestartFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("rollback-when-containerd-does-not-come-back/1.6", func(t *testing.T) {
@@ -94,13 +116,10 @@ func TestRestartFailure(t *testing.T) {
 
 func TestConcurrentRuns(t *testing.T) {
 	t.Parallel()
-	for _, ver := range []string{"16", "24"} {
-		t.Run(ver, func(t *testing.T) {
-			h := newHost(t, ver)
-			cfg := def16()
-			if ver == "24" {
-				cfg = def24()
-			}
+	for _, n := range lifecycleNodes {
+		t.Run(n.name, func(t *testing.T) {
+			h := newHost(t, n.ver)
+			cfg := n.config()
 			h.setConfig(cfg)
 			h.startContainerd()
 			var wg sync.WaitGroup
@@ -125,7 +144,10 @@ func TestConcurrentRuns(t *testing.T) {
 				}
 			}
 			c := h.config()
-			if countLines(c, beginMarker) != 1 {
+			n.wantPath(t, h)
+			if strings.HasSuffix(n.name, "dropin") && c != cfg {
+				t.Fatalf("the drop-in node's config changed:\n%s", c)
+			} else if !strings.HasSuffix(n.name, "dropin") && countLines(c, beginMarker) != 1 {
 				t.Fatalf("want one block after concurrent runs:\n%s", c)
 			}
 			if h.restarts() != 1 {
@@ -369,13 +391,10 @@ func TestReady(t *testing.T) {
 // capabilities, the host folders mounted read-only, and HOST_EXEC unusable (no host command may run).
 func TestReadyUnprivileged(t *testing.T) {
 	t.Parallel()
-	for _, ver := range []string{"16", "24"} {
-		t.Run(ver, func(t *testing.T) {
-			cfg := def16()
-			if ver == "24" {
-				cfg = def24()
-			}
-			h := fullInstall(t, ver, cfg)
+	for _, n := range lifecycleNodes {
+		t.Run(n.name, func(t *testing.T) {
+			h := fullInstall(t, n.ver, n.config())
+			n.wantPath(t, h)
 			// the test's temp dirs are 0700; the node's real folders are world-readable
 			for d := h.Root; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 				_ = os.Chmod(d, 0o755)
@@ -445,9 +464,12 @@ func ociImage(ref string) []byte {
 
 func TestUninstall(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, ver, cfg string }{{"default", "16", def16()}, {"default", "24", def24()}, {"no-runtimes", "16", cfgV2NoRuntimes}} {
+	for _, c := range []struct{ name, ver, cfg string }{{"default", "16", def16()}, {"default", "24", def24()}, {"default-dropin", "22", realDefault("22")}, {"no-runtimes", "16", cfgV2NoRuntimes}} {
 		t.Run("removes-everything-restores-config/"+c.name+"/"+c.ver, func(t *testing.T) {
 			h := fullInstall(t, c.ver, c.cfg)
+			if h.exists(dropIn) != strings.HasSuffix(c.name, "dropin") {
+				t.Fatalf("drop-in %s there: %v, want it only on the drop-in node", dropIn, h.exists(dropIn))
+			}
 			h.Env["GVISOR_MODE"] = "uninstall"
 			h.mustFail("ready.sh", nil, "still there")
 			before := h.restarts()
@@ -456,7 +478,7 @@ func TestUninstall(t *testing.T) {
 				t.Fatalf("config after uninstall differs from the original:\n%s", got)
 			}
 			for _, p := range []string{"/usr/local/bin/runsc", "/usr/local/bin/containerd-shim-runsc-v1", "/usr/local/bin/.gvisorgen-runsc.stamp",
-				"/etc/containerd/runsc.toml", "/etc/containerd/config.toml.gvisorgen-applied"} {
+				"/etc/containerd/runsc.toml", "/etc/containerd/config.toml.gvisorgen-applied", dropIn} {
 				if h.exists(p) {
 					t.Fatalf("%s left after uninstall", p)
 				}
@@ -497,13 +519,11 @@ func TestUninstall(t *testing.T) {
 			t.Fatal("hand-written runtime touched")
 		}
 	})
-	for _, ver := range []string{"16", "24"} {
-		t.Run("refused-while-a-sandbox-runs/"+ver, func(t *testing.T) {
-			cfg := def16()
-			if ver == "24" {
-				cfg = def24()
-			}
-			h := fullInstall(t, ver, cfg)
+	for _, n := range lifecycleNodes {
+		t.Run("refused-while-a-sandbox-runs/"+n.name, func(t *testing.T) {
+			cfg := n.config()
+			h := fullInstall(t, n.ver, cfg)
+			n.wantPath(t, h)
 			img := filepath.Join(h.Dir, "img.tar")
 			if err := os.WriteFile(img, ociImage("docker.io/library/tiny:1"), 0o644); err != nil {
 				t.Fatal(err)
@@ -520,15 +540,16 @@ func TestUninstall(t *testing.T) {
 			h.Env["GVISOR_MODE"] = "uninstall"
 			before := h.restarts()
 			h.mustFail("uninstall.sh", nil, `1 stopped gVisor container\(s\) still on this node \(k8s.io/sandbox-1 \): kubelet removes`)
-			if h.config() == cfg || h.read("/usr/local/bin/.gvisorgen-runsc.stamp") != stamp || h.restarts() != before {
+			// still installed: the block in the config, or the drop-in beside it
+			if (h.config() == cfg && !h.exists(dropIn)) || h.read("/usr/local/bin/.gvisorgen-runsc.stamp") != stamp || h.restarts() != before {
 				t.Fatal("uninstall changed something while refusing")
 			}
 			if out, err := h.hostCmd("ctr", "-n", "k8s.io", "containers", "rm", "sandbox-1"); err != nil {
 				t.Fatal(err, out)
 			}
 			h.mustRun("uninstall.sh", nil)
-			if h.config() != cfg {
-				t.Fatal("config not restored")
+			if h.config() != cfg || h.exists(dropIn) {
+				t.Fatal("config not restored, or the drop-in left")
 			}
 		})
 	}
