@@ -27,7 +27,7 @@ type Host struct {
 	Exec     string // HOST_EXEC
 	ExecNet  string // HOST_EXEC_NET
 	Ctrd     string // the host's containerd binary
-	CtrdName string // "16", "17", "22" or "24"
+	CtrdName string // "16", "17", "22", "23" or "24"
 	Unit     string // the unit the fake systemctl runs containerd as ("containerd"; k3s-agent on a k3s node)
 	Sock     string // containerd's socket
 	Env      map[string]string
@@ -45,7 +45,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func newHost(t *testing.T, ver string) *Host {
 	t.Helper()
 	h := &Host{t: t, Dir: t.TempDir(), CtrdName: ver, Unit: "containerd", Sock: "/run/containerd/containerd.sock"}
-	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "22": ctrd22, "24": ctrd24}[ver]
+	h.Ctrd = map[string]string{"16": ctrd16, "17": ctrd17, "22": ctrd22, "23": ctrd23, "24": ctrd24}[ver]
 	if h.Ctrd == "" {
 		t.Fatalf("unknown containerd %q", ver)
 	}

@@ -10,7 +10,8 @@ import (
 	"text/template"
 )
 
-// A k3s (and RKE2) agent node, simulated: containerd 2.2.9 (k3s bundles the 2.2 line in 2026, v2.2.x-k3s) runs as unit k3s-agent
+// A k3s (and RKE2) agent node, simulated: containerd 2.2.9 for k3s (k3s bundles the 2.2 line in 2026, v2.2.x-k3s) and
+// 2.3.4 for RKE2 (which bundles v2.3.4-k3s) runs as unit k3s-agent (rke2-agent)
 // with k3s's config, which the unit renders anew from k3s's template at every start (the fake systemctl's "render"
 // knob: an edit in place is lost at the next restart), on k3s's socket. The config is k3s's own v3 template
 // (testdata/k3s-config-v3.toml.tmpl, a copy: k3s's module is not served here) rendered with text/template for one node,
@@ -23,13 +24,14 @@ const k3sSock = "/run/k3s/containerd/containerd.sock"
 // distro: k3s or RKE2 (whose agent is k3s's: the same template and layout under its own folder, its own units).
 type distro struct {
 	name, unit, services string
+	ctrd                 string // the containerd of the suite that stands in for the one it bundles
 }
 
 func (d distro) dir() string    { return "/var/lib/rancher/" + d.name + "/agent/etc/containerd" }
 func (d distro) config() string { return d.dir() + "/config.toml" }
 func (d distro) dropIn() string { return d.dir() + "/config-v3.toml.d/gvisorgen-runsc.toml" }
 
-var distros = []distro{{"k3s", "k3s-agent", "k3s k3s-agent"}, {"rke2", "rke2-agent", "rke2-server rke2-agent"}}
+var distros = []distro{{"k3s", "k3s-agent", "k3s k3s-agent", "22"}, {"rke2", "rke2-agent", "rke2-server rke2-agent", "23"}}
 
 // renderK3s renders k3s's v3 template for one agent node, importing config-v3.toml.d when withImport.
 func renderK3s(t *testing.T, d distro, withImport bool) string {
@@ -79,7 +81,7 @@ func renderK3s(t *testing.T, d distro, withImport bool) string {
 // newK3sHost: a k3s (RKE2) agent node running, with the profile's installer values.
 func newK3sHost(t *testing.T, d distro, withImport bool) (*Host, string) {
 	t.Helper()
-	h := newHost(t, "22")
+	h := newHost(t, d.ctrd)
 	h.Unit, h.Sock = d.unit, k3sSock
 	for _, dir := range []string{d.dir(), "/run/k3s/containerd"} {
 		if err := os.MkdirAll(h.P(dir), 0o755); err != nil {
@@ -123,6 +125,7 @@ func testK3s(t *testing.T, d distro) {
 		h, rendered := newK3sHost(t, d, true)
 		h.mustRun("install-runsc.sh", nil)
 		r := h.mustRunRestarts("configure-containerd.sh", nil, 1)
+		assertContains(t, "output", r.Output, "host: containerd github.com/containerd/containerd/v2 2."+d.ctrd[1:]+".") // the bundled line's stand-in
 		assertContains(t, "output", r.Output, "restarting containerd (systemctl restart "+d.unit+" on the host)")
 		assertContains(t, "output", r.Output, "containerd's CRI on "+k3sSock+" lists the runsc handler")
 		assertContains(t, "output", r.Output, "created "+k3sDir+"/config-v3.toml.d")

@@ -31,6 +31,7 @@ var (
 	ctrd16      string // Debian's containerd 1.6
 	ctrd24      string // containerd 2.4.2 built from its module
 	ctrd22      string // containerd 2.2.9 built from its module (the drop-in cases)
+	ctrd23      string // containerd 2.3.4 built from its module (RKE2's agent node)
 	ctrd17      string // containerd 1.7 built from its module in a wrapper module (ci/containerd17)
 	ctrBin      string // ctr client (Debian's)
 	crictlBin   string // crictl (ci/node/setup.sh builds it): the hosts that have one ask CRI for the runsc handler
@@ -81,6 +82,7 @@ func run(m *testing.M) int {
 	ctrd16 = get("CONTAINERD16", "")
 	ctrd24 = get("CONTAINERD24", "")
 	ctrd22 = get("CONTAINERD22", "")
+	ctrd23 = get("CONTAINERD23", "")
 	ctrd17 = get("CONTAINERD17", "")
 	busybox = get("BUSYBOX", "/bin/busybox")
 	ctrBin = get("CTR", "/usr/bin/ctr")
@@ -121,7 +123,7 @@ func run(m *testing.M) int {
 		must(os.Symlink(busybox, filepath.Join(bbDir, a)))
 	}
 
-	for k, bin := range map[string]string{"16": ctrd16, "17": ctrd17, "22": ctrd22, "24": ctrd24} {
+	for k, bin := range map[string]string{"16": ctrd16, "17": ctrd17, "22": ctrd22, "23": ctrd23, "24": ctrd24} {
 		out, err := exec.Command(bin, "config", "default").Output()
 		must(err)
 		defaults[k] = out

@@ -7,12 +7,14 @@
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-v2.4.2/containerd
 #    (built into a temp dir and renamed, so an interrupted build never looks complete);
 #  - containerd v2.2.9 the same way (the drop-in cases: 2.2 is the first release whose default config imports conf.d);
+#  - containerd v2.3.4 the same way (RKE2's agent node: RKE2 bundles 2.3.4-k3s);
 #  - containerd 1.7 (ci/containerd17/build.sh: a wrapper module, cached keyed by version; ~130 s cold).
 # Run as root (CI and the dev machines are root). Prints CONTAINERD24=<path> on its last line.
 set -eu
 
 CONTAINERD24_VERSION=v2.4.2
 CONTAINERD22_VERSION=v2.2.9
+CONTAINERD23_VERSION=v2.3.4
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 c24dir=$cache/containerd-$CONTAINERD24_VERSION
 
@@ -67,6 +69,9 @@ build_containerd "$CONTAINERD24_VERSION"
 # 2.2: the first release whose default config imports conf.d, and the line k3s and RKE2 bundled in 2026 (v2.2.6-k3s1);
 # it merges a drop-in of another config version than the main file's without migrating the main file's CRI settings.
 build_containerd "$CONTAINERD22_VERSION"
+# 2.3: the line RKE2 bundles (v2.3.4-k3s); its config dump drops a drop-in's tables when the drop-in's version differs
+# from the main file's (seen: a version 2 runsc table beside k3s's version 3 template is gone), so the drop-in has none.
+build_containerd "$CONTAINERD23_VERSION"
 # --- containerd 1.7 from its module (a wrapper module: its go.mod has exclude directives) ------------------------------
 t=$(now)
 sh "$(dirname "$0")/../containerd17/build.sh"
@@ -75,4 +80,5 @@ sh "$(dirname "$0")/crictl.sh" >/dev/null
 echo "setup: done in $(($(now) - t_all))s"
 echo "CONTAINERD24=$c24dir/containerd"
 echo "CONTAINERD22=$cache/containerd-$CONTAINERD22_VERSION/containerd"
+echo "CONTAINERD23=$cache/containerd-$CONTAINERD23_VERSION/containerd"
 echo "CONTAINERD17=$(sh "$(dirname "$0")/../containerd17/build.sh" --dir)/containerd"

@@ -9,6 +9,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 CONTAINERD24_VERSION=v2.4.2
 CONTAINERD22_VERSION=v2.2.9
+CONTAINERD23_VERSION=v2.3.4
 now() { date +%s; }
 t_all=$(now)
 
@@ -43,9 +44,10 @@ echo "test-node: no wget -T"
 CONTAINERD16=${CONTAINERD16:-/usr/bin/containerd}
 CONTAINERD24=${CONTAINERD24:-${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-$CONTAINERD24_VERSION/containerd}
 CONTAINERD22=${CONTAINERD22:-${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-$CONTAINERD22_VERSION/containerd}
+CONTAINERD23=${CONTAINERD23:-${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/containerd-$CONTAINERD23_VERSION/containerd}
 CONTAINERD17=${CONTAINERD17:-$(sh ci/containerd17/build.sh --dir)/containerd}
 CRICTL=${CRICTL:-$(sh ci/node/crictl.sh --path)}
-export CONTAINERD16 CONTAINERD17 CONTAINERD22 CONTAINERD24 CRICTL
+export CONTAINERD16 CONTAINERD17 CONTAINERD22 CONTAINERD23 CONTAINERD24 CRICTL
 t=$(now)
 # -parallel 4: every test runs in parallel (each on its own fake hosts); half of a test's time is waiting (containerd
 # starting, a lock, a timeout), so twice the cores keeps both busy: 395 s against 530 s with -parallel 2 (2026-12-04)
