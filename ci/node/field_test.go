@@ -124,12 +124,15 @@ func TestCRIRefusal(t *testing.T) {
 		}
 	}
 	// uninstall refuses the same way when removing the block would need a restart of a containerd without CRI
-	for _, ver := range []string{"16", "24"} {
+	for _, ver := range []string{"16", "22", "24"} {
 		t.Run("uninstall-cri-disabled-after-install/"+ver, func(t *testing.T) {
 			cfg := def16()
 			disable := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`
-			if ver == "24" {
+			switch ver {
+			case "24":
 				cfg = def24()
+			case "22":
+				cfg = noImports("22") // in place: the block's removal is what needs the restart
 			}
 			h := fullInstall(t, ver, cfg)
 			// an operator disables CRI (first line, before any table) and restarts containerd
@@ -256,10 +259,13 @@ func (h *Host) concurrentWriter(uninstall bool, edits int) string {
 func TestConcurrentWriter(t *testing.T) {
 	t.Parallel()
 	edits := func(h *Host) int { return strings.Count(h.read("/../edits"), "edit\n") }
-	for _, ver := range []string{"16", "24"} {
+	for _, ver := range []string{"16", "22", "24"} {
 		orig := func() string {
-			if ver == "24" {
+			switch ver {
+			case "24":
 				return def24()
+			case "22":
+				return noImports("22")
 			}
 			return def16()
 		}
