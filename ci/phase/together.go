@@ -52,8 +52,7 @@ func together(args []string, out io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	var mu sync.Mutex
-	lw := &lineWriter{mu: &mu, w: out}
+	lw := &lineWriter{w: out}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -105,16 +104,16 @@ func together(args []string, out io.Writer) (int, error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+wait:
 	for {
 		select {
 		case s := <-sigs:
 			for _, p := range procs {
 				_ = syscall.Kill(-p.Pid, s.(syscall.Signal))
 			}
-			continue
 		case <-done:
+			break wait
 		}
-		break
 	}
 	code := 0
 	var failed []string
@@ -171,7 +170,7 @@ func prefixLines(r io.Reader, prefix string, lw *lineWriter) {
 
 // lineWriter writes whole lines under one lock.
 type lineWriter struct {
-	mu *sync.Mutex
+	mu sync.Mutex
 	w  io.Writer
 }
 

@@ -36,9 +36,9 @@ sigstore KMS plugin sigstore-kms-<name> from PATH for the public key and the sig
 does for plugins. gvisorgen links no cloud SDK; for awskms:// keys install its plugin
 (go install github.com/gvisorgen/gvisorgen/kmsplugin/sigstore-kms-awskms@latest). cosign's
 gcpkms://, azurekms:// and hashivault:// are providers built into cosign, not plugins: for those
-keys push with --unsigned and sign the printed digest with cosign sign --key. Without --key, push refuses unless --unsigned is
-given: Flux's verify (provider cosign) then refuses the artifact, and that is the point of signing
-it. Keyless (OIDC) signing is not supported yet.
+keys push with --unsigned and sign the printed digest with cosign sign --key. Without --key, push
+refuses unless --unsigned is given: Flux's verify (provider cosign) then refuses the artifact, and
+that is the point of signing it. Keyless (OIDC) signing is not supported yet.
 
 Exit 0: pushed (and signed and verified); 1: the tree is stale; 2: anything else (the registry
 refused or could not be reached, the key or its password, a dirty tree, bad flags).`,
