@@ -105,6 +105,9 @@ func TestKMSRefused(t *testing.T) {
 		{"gcpkms://projects/p/locations/l/keyRings/r/cryptoKeys/k", "cosign signs gcpkms:// keys with a provider built into cosign, which gvisorgen does not link: push with --unsigned, then sign the printed digest with cosign sign --key gcpkms://"},
 		{"myhsm://slot/1", "running sigstore-kms-myhsm, and there is no executable of that name on PATH; install the plugin for your KMS, or sign with a key file"},
 		{"testkms:///no/such/key.pem", "testkms: no key /no/such/key.pem"},
+		// a path, not a plugin name: never run (sigstore would run sigstore-kms-x/evil relative to the working directory)
+		{"x/evil://k", "the KMS key x/evil://k: the name before :// must be letters, digits, - or _"},
+		{"../sigstore-kms-testkms://k", "the name before :// must be"},
 		{strings.Replace(ref, "kms-key.pem", "calls", 1), "the KMS key testkms://"},
 	} {
 		if _, err := LoadKMSSigner(ctx, c.ref); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -75,6 +76,11 @@ func LoadSigner(pemBytes, password []byte) (*Signer, error) {
 // repository's kmsplugin module provides for awskms). ctx bounds each plugin
 // run.
 func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
+	// The name becomes a program name: with a slash in it, sigstore would run a path relative to the working
+	// directory (a checkout a pull request writes) instead of a program from PATH.
+	if name, _, _ := strings.Cut(ref, "://"); !kmsName.MatchString(name) {
+		return nil, fmt.Errorf("the KMS key %s: the name before :// must be letters, digits, - or _ (it names the program %s<name> on PATH)", ref, cliplugin.PluginBinaryPrefix)
+	}
 	sv, err := kms.Get(ctx, ref, crypto.SHA256)
 	if err != nil {
 		var nf *kms.ProviderNotFoundError
@@ -101,6 +107,9 @@ func LoadKMSSigner(ctx context.Context, ref string) (*Signer, error) {
 	}
 	return &Signer{sv: sv, v: v}, nil
 }
+
+// kmsName is what may precede :// in a KMS key: a plugin's name, never a path.
+var kmsName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
 // cosignBuiltinKMS are the KMS schemes cosign serves with providers of its
 // own (each its cloud's SDK), not with plugins; gvisorgen ships a plugin for
