@@ -11,23 +11,13 @@ set -eu
 cd "$(dirname "$0")/../.."
 now() { date +%s; }
 t=$(now)
-missing=
-command -v git >/dev/null 2>&1 || missing="$missing git"
-command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
-if [ -n "$missing" ]; then
-	echo "e2e-argocd: apt-get install$missing"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	# shellcheck disable=SC2086 # a list of packages
-	apt-get install -y -qq --no-install-recommends $missing >/dev/null
-fi
 if [ -z "${KUSTOMIZE:-}" ] || [ ! -x "$KUSTOMIZE" ]; then
 	echo "e2e-argocd: KUSTOMIZE must name a kustomize binary (make e2e-argocd sets it)" >&2
 	exit 1
 fi
 export KUSTOMIZE
 sh ci/argocd/build.sh
-echo "e2e-argocd: git, redis and Argo CD ready in $(($(now) - t))s"
+echo "e2e-argocd: Argo CD ready in $(($(now) - t))s"
 GVZ_CLUSTER_VERSIONS=${GVZ_CLUSTER_VERSIONS:-24} \
 	GVZ_CLUSTER_RUN=${GVZ_CLUSTER_RUN:-'^(TestClusterUp|TestArgoCD.*|TestMachineFilesUnchanged)$'} \
 	GVZ_CLUSTER_SKIP='' exec sh ci/cluster/e2e.sh "$@"

@@ -10,17 +10,10 @@ set -eu
 cd "$(dirname "$0")/../.."
 now() { date +%s; }
 t=$(now)
-# the test commits to and serves (git http-backend) the target's repository
-if ! command -v git >/dev/null 2>&1; then
-	echo "e2e-flux: apt-get install git"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends git >/dev/null
-fi
 sh ci/flux/build.sh
 # the OCI scenario's registry: the Distribution project's, built from its module (cached)
 sh ci/registry/build.sh
-echo "e2e-flux: git, Flux's controllers and the registry ready in $(($(now) - t))s"
+echo "e2e-flux: Flux's controllers and the registry ready in $(($(now) - t))s"
 GVZ_CLUSTER_VERSIONS=${GVZ_CLUSTER_VERSIONS:-16 24} \
 	GVZ_CLUSTER_RUN=${GVZ_CLUSTER_RUN:-'^(TestClusterUp|TestFlux.*|TestMachineFilesUnchanged)$'} \
 	GVZ_CLUSTER_SKIP='' exec sh ci/cluster/e2e.sh "$@"

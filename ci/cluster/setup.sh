@@ -24,8 +24,8 @@ pkgs=""
 command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
 # kube-proxy (iptables mode) runs iptables-restore and iptables-save on the node
 [ -x /usr/sbin/iptables-restore ] || command -v iptables-restore >/dev/null 2>&1 || pkgs="$pkgs iptables"
-# the controller suites' (e2e-flux.sh and e2e-argocd.sh ask for them too, but make e2e-together runs them side by side,
-# and two apt-get runs at once fail on dpkg's lock)
+# the controller suites' (git: the repository the tests commit to and serve; redis: Argo CD's), here once: the suites
+# may run side by side (make e2e-together), and two apt-get runs at once fail on dpkg's lock
 command -v git >/dev/null 2>&1 || pkgs="$pkgs git"
 command -v redis-server >/dev/null 2>&1 || pkgs="$pkgs redis-server"
 if [ -n "$pkgs" ]; then
