@@ -85,7 +85,7 @@ func TestGKEPriorityQuotaAdmitsTheInstaller(t *testing.T) {
 		}
 		t0 := time.Now()
 		c.applyGenerated(ctx, t)
-		if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+		if err := c.WaitRollout(ctx, t, installRollout); err != nil {
 			t.Fatalf("with the quota: %v", err)
 		}
 		p, err := c.InstallerPod(ctx)

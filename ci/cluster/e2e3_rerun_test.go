@@ -26,7 +26,7 @@ func TestRerunIsIdempotentWithoutContainerdRestart(t *testing.T) {
 		if err := c.RolloutRestart(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+		if err := c.WaitRollout(ctx, t, installRollout); err != nil {
 			t.Fatal(err)
 		}
 		p, err := c.InstallerPod(ctx)

@@ -94,7 +94,7 @@ func (c *Cluster) argoSync(ctx context.Context, t *testing.T, version, mode stri
 	if c.argoApplied(ctx, t) {
 		c.appRefresh(ctx, t, argoApp)
 	}
-	s := c.waitApp(ctx, t, argoApp, 5*time.Minute, "commit "+sha[:12]+" Synced and Healthy", syncedHealthy(sha), nil)
+	s := c.waitApp(ctx, t, argoApp, syncRollout, "commit "+sha[:12]+" Synced and Healthy", syncedHealthy(sha), nil)
 	c.installed = version
 	if mode == "uninstall" {
 		c.installed = ""
@@ -118,7 +118,7 @@ func TestArgoCDFirstSyncHealthyAfterTheInstaller(t *testing.T) {
 			t.Fatal("the Application existed before the first sync")
 		}
 		early, first := 0, ""
-		s := c.waitApp(ctx, t, argoApp, 5*time.Minute, "first sync Synced and Healthy", syncedHealthy(sha), func(ctx context.Context, s appStatus) {
+		s := c.waitApp(ctx, t, argoApp, syncRollout, "first sync Synced and Healthy", syncedHealthy(sha), func(ctx context.Context, s appStatus) {
 			// Argo CD's application health is Healthy while its sync operation still runs and the DaemonSet of a
 			// later wave does not exist yet (seen: "waiting for healthy state of /Namespace/gvisor-system", the
 			// DaemonSet not found): an object not yet created does not count. Done, for a user (`argocd app wait`)

@@ -31,7 +31,7 @@ func TestArgoCDVersionBumpRollsTheInstaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.argoSync(ctx, t, next, "install", nil, "bump gVisor to "+next)
-		if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+		if err := c.WaitRollout(ctx, t, installRollout); err != nil {
 			t.Fatal(err)
 		}
 		ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
@@ -143,7 +143,7 @@ func TestArgoCDRemovalAsDocumented(t *testing.T) {
 		stop := c.sampleRunscContainers(t)
 		r0 := c.Restarts()
 		c.argoSync(ctx, t, version, "uninstall", nil, "uninstall gVisor")
-		if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+		if err := c.WaitRollout(ctx, t, installRollout); err != nil {
 			t.Fatal(err)
 		}
 		stop()

@@ -35,7 +35,7 @@ func TestArgoCDDiffNamesWhatGvisorgenDiffNames(t *testing.T) {
 		if _, err := c.dyn.Resource(appGVR).Namespace(argoNS).Patch(ctx, argoApp, types.MergePatchType, op, metav1.PatchOptions{}); err != nil {
 			t.Fatalf("start a sync: %v", err)
 		}
-		c.waitApp(ctx, t, argoApp, 5*time.Minute, "the base synced by hand", syncedHealthy(base), nil)
+		c.waitApp(ctx, t, argoApp, syncRollout, "the base synced by hand", syncedHealthy(base), nil)
 		c.installed = vGood
 		head := c.argoCommit(ctx, t, vUp, "install", manual, "diff: the head, a bump")
 		c.appRefresh(ctx, t, argoApp)

@@ -72,7 +72,7 @@ func TestArgoCDApplicationSetOnePerTarget(t *testing.T) {
 		}
 		c.registerCluster(ctx, t, "in-cluster", "https://kubernetes.default.svc", "e2e")
 		const mine = "gvisor-in-cluster"
-		s := c.waitApp(ctx, t, mine, 5*time.Minute, "the set's Application for e2e Synced and Healthy", syncedHealthy(sha), nil)
+		s := c.waitApp(ctx, t, mine, syncRollout, "the set's Application for e2e Synced and Healthy", syncedHealthy(sha), nil)
 		ds, err := c.Admin.AppsV1().DaemonSets(installerNS).Get(ctx, installerDS, metav1.GetOptions{})
 		if err != nil || !DaemonSetRolledOut(ds) {
 			t.Fatalf("Synced and Healthy but the installer has not rolled out: %v", err)

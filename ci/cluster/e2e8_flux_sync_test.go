@@ -194,7 +194,7 @@ func (c *Cluster) fluxSync(ctx context.Context, t *testing.T, version, mode stri
 	if trigger {
 		c.fluxReconcile(ctx, t, true)
 	}
-	ks := c.waitFlux(ctx, t, 5*time.Minute, fmt.Sprintf("%.12s applied and Ready", sha), appliedReady(sha), nil)
+	ks := c.waitFlux(ctx, t, syncRollout, fmt.Sprintf("%.12s applied and Ready", sha), appliedReady(sha), nil)
 	r.synced = version + " " + mode
 	c.installed = version
 	if mode == "uninstall" {

@@ -27,7 +27,7 @@ func TestFluxFirstSyncReadyAfterTheInstaller(t *testing.T) {
 		sha := c.fluxCommit(ctx, t, first, "install", nil, "e2e target: gVisor "+first)
 		c.fluxApplied(ctx, t)
 		early := 0
-		ks := c.waitFlux(ctx, t, 5*time.Minute, "first sync Ready", appliedReady(sha), func(ctx context.Context, ks fluxStatus) {
+		ks := c.waitFlux(ctx, t, syncRollout, "first sync Ready", appliedReady(sha), func(ctx context.Context, ks fluxStatus) {
 			if ks.ready != "True" {
 				return
 			}

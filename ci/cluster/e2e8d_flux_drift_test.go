@@ -70,7 +70,7 @@ func TestFluxRevertsAHandEdit(t *testing.T) {
 		}
 		t.Logf("  .. reverted by the reconcile %.1fs after the edit, Ready after %.1fs: DaemonSet generation %d",
 			back.Seconds(), time.Since(t0).Seconds(), ds.Generation)
-		if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+		if err := c.WaitRollout(ctx, t, installRollout); err != nil {
 			t.Fatal(err)
 		}
 		if v := c.stamp("version"); v != want {

@@ -78,7 +78,7 @@ func TestFluxOCISignedArtifact(t *testing.T) {
 		c.applyOCIDelivery(ctx, t)
 		r.source = ociRepoGVR
 		c.fluxReconcile(ctx, t, true)
-		c.waitFlux(ctx, t, 5*time.Minute, "the signed artifact applied and Ready", appliedReady(digest), nil)
+		c.waitFlux(ctx, t, syncRollout, "the signed artifact applied and Ready", appliedReady(digest), nil)
 		src, _ := c.fluxGet(ctx, ociRepoGVR)
 		t.Logf("  .. OCIRepository Ready=%s %s: %s", src.ready, src.reason, clip(src.message, 200))
 		if v := c.stamp("version"); v != first {
@@ -94,7 +94,7 @@ func TestFluxOCISignedArtifact(t *testing.T) {
 		c.fluxCommit(ctx, t, next, "install", values, "gVisor "+next+", pushed signed")
 		bumped := c.push(ctx, t, "--key", keys.key)
 		c.fluxReconcile(ctx, t, true)
-		c.waitFlux(ctx, t, 5*time.Minute, "the bump applied and Ready", appliedReady(bumped), nil)
+		c.waitFlux(ctx, t, syncRollout, "the bump applied and Ready", appliedReady(bumped), nil)
 		if v := c.stamp("version"); v != next {
 			t.Errorf("stamp says version %q after the bump, want %s", v, next)
 		}

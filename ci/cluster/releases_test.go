@@ -233,7 +233,7 @@ func (c *Cluster) rerunInstaller(ctx context.Context, t *testing.T) {
 	if err := c.Admin.CoreV1().Pods(installerNS).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete the installer pod %s: %v", old.Name, err)
 	}
-	err = Poll(ctx, 500*time.Millisecond, 150*time.Second, "a new installer pod Ready", func(ctx context.Context) (bool, error) {
+	err = Poll(ctx, 500*time.Millisecond, installRollout, "a new installer pod Ready", func(ctx context.Context) (bool, error) {
 		p, err := c.InstallerPod(ctx)
 		if err != nil {
 			return false, nil

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gvisorgen/gvisorgen/internal/layout"
 )
@@ -92,7 +91,7 @@ func (c *Cluster) install(ctx context.Context, t *testing.T, version, mode strin
 	t.Helper()
 	c.ensureTarget(ctx, t, version, mode)
 	c.applyGenerated(ctx, t)
-	if err := c.WaitRollout(ctx, t, 150*time.Second); err != nil {
+	if err := c.WaitRollout(ctx, t, installRollout); err != nil {
 		t.Fatal(err)
 	}
 	c.installed = version

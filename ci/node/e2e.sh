@@ -188,7 +188,8 @@ for i in bb pause; do ctr -n k8s.io images import "$W/img/$i.tar" >/dev/null; do
 
 # the init containers' rootfs: busybox only, the scripts at /gvisorgen, the host tree at /host
 cp /bin/busybox "$C/bin/busybox"
-for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$C/bin/$a"; done
+# every applet a relative link, in one process (an ln each: ~270 processes of ~10 ms CPU each here)
+busybox --list | perl -e 'my $d = shift; while (<STDIN>) { chomp; $_ eq "busybox" or symlink("busybox", "$d/$_") or die "$d/$_: $!\n" }' "$C/bin"
 cp "$REPO"/cue/installer/*.sh "$C/gvisorgen/"
 # Each init container has its own mount, network, UTS and IPC namespaces (a pod without hostNetwork), and the node's
 # PID namespace (hostPID): every host command reaches the node only through HOST_EXEC / HOST_EXEC_NET's nsenter.

@@ -26,11 +26,16 @@ type budget struct {
 	order  []string
 	shares map[string]share
 	total  share
+	// ref is the reference machine's probe (probe.go): the machine the shares were measured on.
+	ref speed
 }
 
 type share struct {
 	Cold, Warm float64
-	What       string
+	// Proc is how much of the phase's time scales with the machine's cost of a process (the rest with its compute
+	// speed): budget.tsv's scale column, "cpu" (0), "proc" (1) or "proc=F".
+	Proc float64
+	What string
 }
 
 func loadBudget(path string) (*budget, error) {
@@ -53,19 +58,36 @@ func parseBudget(name string, r io.Reader) (*budget, error) {
 			continue
 		}
 		f := strings.Split(text, "\t")
-		if len(f) != 4 {
-			return nil, fmt.Errorf("%s:%d: want 4 tab-separated fields (id, cold s, warm s, what), got %d", name, line, len(f))
+		if len(f) != 5 {
+			return nil, fmt.Errorf("%s:%d: want 5 tab-separated fields (id, cold s, warm s, scale, what), got %d", name, line, len(f))
+		}
+		if f[0] == "reference" {
+			proc, err1 := strconv.ParseFloat(f[1], 64)
+			cpu, err2 := strconv.ParseFloat(f[2], 64)
+			if err := errors.Join(err1, err2); err != nil || proc <= 0 || cpu <= 0 || f[3] != "-" {
+				return nil, fmt.Errorf("%s:%d: the reference row is the probe's milliseconds, proc and cpu (> 0), then -: %q", name, line, text)
+			}
+			b.ref = speed{Proc: proc, CPU: cpu}
+			continue
 		}
 		cold, err1 := strconv.ParseFloat(f[1], 64)
 		warm, err2 := strconv.ParseFloat(f[2], 64)
 		if err := errors.Join(err1, err2); err != nil || cold < warm || warm < 0 {
 			return nil, fmt.Errorf("%s:%d: cold and warm must be seconds, cold >= warm >= 0: %q %q", name, line, f[1], f[2])
 		}
-		s := share{Cold: cold, Warm: warm, What: f[3]}
+		s := share{Cold: cold, Warm: warm, What: f[4]}
 		if f[0] == "total" {
+			if f[3] != "-" {
+				return nil, fmt.Errorf("%s:%d: the total row has no scale (-), got %q", name, line, f[3])
+			}
 			b.total = s
 			continue
 		}
+		proc, err := parseScale(f[3])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		s.Proc = proc
 		if _, dup := b.shares[f[0]]; dup {
 			return nil, fmt.Errorf("%s:%d: phase %s listed twice", name, line, f[0])
 		}
@@ -78,6 +100,9 @@ func parseBudget(name string, r io.Reader) (*budget, error) {
 	if b.total.Cold == 0 {
 		return nil, fmt.Errorf("%s: no total row", name)
 	}
+	if b.ref.Proc == 0 {
+		return nil, fmt.Errorf("%s: no reference row (the reference machine's probe)", name)
+	}
 	var cold, warm float64
 	for _, s := range b.shares {
 		cold += s.Cold
@@ -89,6 +114,25 @@ func parseBudget(name string, r io.Reader) (*budget, error) {
 	}
 	return b, nil
 }
+
+// parseScale reads a scale: what part of a phase's time scales with the cost of a process.
+func parseScale(v string) (float64, error) {
+	switch v {
+	case "cpu":
+		return 0, nil
+	case "proc":
+		return 1, nil
+	}
+	if f, ok := strings.CutPrefix(v, "proc="); ok {
+		if x, err := strconv.ParseFloat(f, 64); err == nil && x >= 0 && x <= 1 {
+			return x, nil
+		}
+	}
+	return 0, fmt.Errorf("scale must be cpu, proc or proc=F (0 <= F <= 1), got %q", v)
+}
+
+// factor is how many times its reference time the phase takes on a machine with these factors.
+func (s share) factor(proc, cpu float64) float64 { return s.Proc*proc + (1-s.Proc)*cpu }
 
 func (s share) of(cold bool) float64 {
 	if cold {
@@ -109,9 +153,18 @@ func (e *overBudget) Error() string {
 		e.Total, e.Limit, Margin, strings.Join(e.Worst, ", "))
 }
 
-// report prints every phase against its share and judges the total.
-func report(w io.Writer, b *budget, ms []measurement) error {
-	fmt.Fprintf(w, "::: phase timings (share: the phase's cold or warm budget, ci/phase/budget.tsv; alone: corrected for what else ran)\n")
+// report prints every phase against its share and judges the total. here is this machine's probe; nil judges it as
+// the reference machine.
+func report(w io.Writer, b *budget, ms []measurement, here *speed) error {
+	fproc, fcpu := 1.0, 1.0
+	if here != nil {
+		var err error
+		if fproc, fcpu, err = factors(b.ref, *here); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "::: this machine: %v; the reference machine: %v; shares scaled by %.2f (a process), %.2f (compute)\n", *here, b.ref, fproc, fcpu)
+	}
+	fmt.Fprintf(w, "::: phase timings (share: the phase's cold or warm budget, ci/phase/budget.tsv, scaled to this machine; alone: corrected for what else ran)\n")
 	fmt.Fprintf(w, "%-22s %5s %7s %7s %7s %7s %7s %6s\n", "phase", "state", "wall", "cpu", "others", "alone", "share", "ratio")
 	var wall, alone, limit float64
 	type over struct {
@@ -124,7 +177,7 @@ func report(w io.Writer, b *budget, ms []measurement) error {
 		if !ok {
 			return fmt.Errorf("phase %s has no share in the budget", m.ID)
 		}
-		sh := s.of(m.Cold)
+		sh := s.of(m.Cold) * s.factor(fproc, fcpu)
 		state := "warm"
 		if m.Cold {
 			state = "cold"

@@ -2,9 +2,11 @@
 // budget (ci/phase/budget.tsv, the one home of every phase's share).
 //
 //	phase run -results FILE -id ID [-cold] -- CMD ARGS...
-//	phase report -results FILE [-budget ci/phase/budget.tsv]
+//	phase probe -out FILE
+//	phase report -results FILE [-budget ci/phase/budget.tsv] [-probe FILE]
 //	phase together NAME=COMMAND NAME=COMMAND...
 //
+// probe measures the machine (probe.go), so that report scales the shares, measured on the reference machine, to it.
 // run executes one phase and appends what it measured to FILE: the wall
 // time, the CPU time of the phase's own processes (orphans included: the
 // runner is their subreaper) and the CPU time everything else on the machine
@@ -26,6 +28,9 @@ import (
 )
 
 func main() {
+	if os.Getenv(probeChildEnv) != "" {
+		return // the probe's Go process: started, and gone
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -69,8 +74,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("report", flag.ContinueOnError)
 		results := fs.String("results", "", "the file phase run appended to")
 		budget := fs.String("budget", "ci/phase/budget.tsv", "the budget")
+		speedFile := fs.String("probe", "", "the file phase probe wrote: the shares are scaled to this machine (none: judged as the reference machine)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
+		}
+		var here *speed
+		if *speedFile != "" {
+			s, err := readSpeed(*speedFile)
+			if err != nil {
+				fmt.Fprintln(stderr, "phase report:", err)
+				return 2
+			}
+			here = &s
 		}
 		b, err := loadBudget(*budget)
 		if err != nil {
@@ -82,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "phase report:", err)
 			return 2
 		}
-		err = report(stdout, b, ms)
+		err = report(stdout, b, ms, here)
 		var over *overBudget
 		if errors.As(err, &over) {
 			fmt.Fprintln(stderr, "phase report:", err)
@@ -92,6 +107,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "phase report:", err)
 			return 2
 		}
+		return 0
+	case "probe":
+		fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+		out := fs.String("out", "", "file the machine's speed is written to")
+		if err := fs.Parse(args[1:]); err != nil || *out == "" {
+			fmt.Fprintln(stderr, "usage: phase probe -out FILE")
+			return 2
+		}
+		s, err := probe()
+		if err == nil {
+			err = writeSpeed(*out, s)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "phase probe:", err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "::: machine probe: %v\n", s)
 		return 0
 	case "together":
 		code, err := together(args[1:], stdout)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,12 +35,18 @@ func TestAdjusted(t *testing.T) {
 }
 
 func TestParseBudgetErrors(t *testing.T) {
+	const ref = "reference\t5\t200\t-\tr\n"
 	for _, c := range []struct{ in, want string }{
-		{"a\t1\t1\tx\n", "no total row"},
-		{"a\t1\t1\n", "b.tsv:1: want 4 tab-separated fields"},
-		{"a\t1\t2\tx\ntotal\t9\t9\tt\n", "b.tsv:1: cold and warm must be seconds, cold >= warm"},
-		{"a\t1\t1\tx\na\t1\t1\tx\ntotal\t9\t9\tt\n", "b.tsv:2: phase a listed twice"},
-		{"a\t10\t1\tx\nb\t10\t1\tx\ntotal\t15\t9\tt\n", "shares (cold 20s, warm 2s) exceed the total (cold 15s, warm 9s)"},
+		{ref + "a\t1\t1\tcpu\tx\n", "no total row"},
+		{"a\t1\t1\tcpu\tx\ntotal\t9\t9\t-\tt\n", "no reference row"},
+		{"a\t1\t1\tx\n", "b.tsv:1: want 5 tab-separated fields"},
+		{"a\t1\t2\tcpu\tx\ntotal\t9\t9\t-\tt\n", "b.tsv:1: cold and warm must be seconds, cold >= warm"},
+		{"a\t1\t1\tcpu\tx\na\t1\t1\tcpu\tx\ntotal\t9\t9\t-\tt\n", "b.tsv:2: phase a listed twice"},
+		{ref + "a\t10\t1\tcpu\tx\nb\t10\t1\tproc\tx\ntotal\t15\t9\t-\tt\n", "shares (cold 20s, warm 2s) exceed the total (cold 15s, warm 9s)"},
+		{"a\t1\t1\tdisk\tx\n", "b.tsv:1: scale must be cpu, proc or proc=F"},
+		{"a\t1\t1\tproc=1.5\tx\n", "b.tsv:1: scale must be cpu, proc or proc=F"},
+		{"total\t9\t9\tcpu\tt\n", "b.tsv:1: the total row has no scale"},
+		{"reference\t0\t200\t-\tr\n", "b.tsv:1: the reference row is the probe's milliseconds"},
 	} {
 		_, err := parseBudget("b.tsv", strings.NewReader(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -49,29 +56,39 @@ func TestParseBudgetErrors(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
-	b, err := parseBudget("b.tsv", strings.NewReader("# c\nbuild\t300\t10\tx\ntest\t100\t50\ty\ntotal\t400\t60\tt\n"))
+	b, err := parseBudget("b.tsv", strings.NewReader("# c\nreference\t5\t200\t-\tr\nbuild\t300\t10\tcpu\tx\ntest\t100\t50\tproc\ty\ntotal\t400\t60\t-\tt\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	slow := &speed{Proc: 25, CPU: 260} // processes cost 5 times the reference's, compute 1.3 times
 	for _, c := range []struct {
 		name string
 		ms   []measurement
+		// here: the machine's probe (nil: the reference machine)
+		here *speed
 		// worst: the phase the failure names first; "" passes.
 		worst string
 	}{
-		{"warm, on time", []measurement{{ID: "build", Wall: 9, CPUs: 2}, {ID: "test", Wall: 55, CPUs: 2}}, ""},
-		{"cold, on time", []measurement{{ID: "build", Cold: true, Wall: 290, CPUs: 2}, {ID: "test", Cold: true, Wall: 90, CPUs: 2}}, ""},
+		{"warm, on time", []measurement{{ID: "build", Wall: 9, CPUs: 2}, {ID: "test", Wall: 55, CPUs: 2}}, nil, ""},
+		{"cold, on time", []measurement{{ID: "build", Cold: true, Wall: 290, CPUs: 2}, {ID: "test", Cold: true, Wall: 90, CPUs: 2}}, nil, ""},
 		// Within the margin: noise.
-		{"warm, 20% over", []measurement{{ID: "build", Wall: 12, CPUs: 2}, {ID: "test", Wall: 60, CPUs: 2}}, ""},
+		{"warm, 20% over", []measurement{{ID: "build", Wall: 12, CPUs: 2}, {ID: "test", Wall: 60, CPUs: 2}}, nil, ""},
 		// A doubling fails, naming the phase.
-		{"warm, test doubled", []measurement{{ID: "build", Wall: 10, CPUs: 2}, {ID: "test", Wall: 100, CPUs: 2}}, "test"},
+		{"warm, test doubled", []measurement{{ID: "build", Wall: 10, CPUs: 2}, {ID: "test", Wall: 100, CPUs: 2}}, nil, "test"},
 		// The same wall time on a machine that another build kept busy passes.
-		{"warm, test doubled by load", []measurement{{ID: "build", Wall: 10, CPUs: 2}, {ID: "test", Wall: 100, CPU: 50, Foreign: 100, CPUs: 2}}, ""},
+		{"warm, test doubled by load", []measurement{{ID: "build", Wall: 10, CPUs: 2}, {ID: "test", Wall: 100, CPU: 50, Foreign: 100, CPUs: 2}}, nil, ""},
 		// A cold machine judged by warm shares would fail; by cold ones it passes.
-		{"cold build judged cold", []measurement{{ID: "build", Cold: true, Wall: 280, CPUs: 2}, {ID: "test", Wall: 50, CPUs: 2}}, ""},
+		{"cold build judged cold", []measurement{{ID: "build", Cold: true, Wall: 280, CPUs: 2}, {ID: "test", Wall: 50, CPUs: 2}}, nil, ""},
+		// A machine where a process costs five times as much: the process-bound phase takes five times as long and
+		// passes there; the same times on the reference machine fail; a doubling on the slow machine fails.
+		{"slow machine, on time", []measurement{{ID: "build", Wall: 13, CPUs: 2}, {ID: "test", Wall: 250, CPUs: 2}}, slow, ""},
+		{"slow machine's times on the reference", []measurement{{ID: "build", Wall: 13, CPUs: 2}, {ID: "test", Wall: 250, CPUs: 2}}, nil, "test"},
+		{"slow machine, test doubled", []measurement{{ID: "build", Wall: 13, CPUs: 2}, {ID: "test", Wall: 500, CPUs: 2}}, slow, "test"},
+		// A faster machine: the shares shrink with it, so a doubling there fails too.
+		{"fast machine, test doubled", []measurement{{ID: "build", Wall: 8, CPUs: 2}, {ID: "test", Wall: 50, CPUs: 2}}, &speed{Proc: 2.5, CPU: 160}, "test"},
 	} {
 		var out bytes.Buffer
-		err := report(&out, b, c.ms)
+		err := report(&out, b, c.ms, c.here)
 		var over *overBudget
 		switch {
 		case c.worst == "" && err != nil:
@@ -83,7 +100,7 @@ func TestReport(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := report(&out, b, []measurement{{ID: "lint", Wall: 1}}); err == nil || !strings.Contains(err.Error(), "phase lint has no share") {
+	if err := report(&out, b, []measurement{{ID: "lint", Wall: 1}}, nil); err == nil || !strings.Contains(err.Error(), "phase lint has no share") {
 		t.Errorf("a phase without a share: %v", err)
 	}
 }
@@ -95,6 +112,9 @@ const spinCPU = 0.3
 // orphan: it burns spinCPU seconds of CPU, whatever the load, then writes
 // the file it names.
 func TestMain(m *testing.M) {
+	if os.Getenv(probeChildEnv) != "" {
+		os.Exit(0) // TestProbe's Go process, as the phase binary's main does
+	}
 	if f := os.Getenv("PHASE_TEST_SPIN"); f != "" {
 		var ru unix.Rusage
 		for x := 0; ; x++ {
@@ -236,5 +256,28 @@ func TestTogether(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProbe runs the machine probe for real: both halves measure something, and the file round-trips.
+func TestProbe(t *testing.T) {
+	s, err := probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Proc <= 0 || s.CPU <= 0 {
+		t.Fatalf("probe: %v", s)
+	}
+	f := filepath.Join(t.TempDir(), "probe")
+	if err := writeSpeed(f, s); err != nil {
+		t.Fatal(err)
+	}
+	back, err := readSpeed(f)
+	if err != nil || math.Abs(back.Proc-s.Proc) > 0.001 || math.Abs(back.CPU-s.CPU) > 0.1 {
+		t.Fatalf("read back %v, %v; wrote %v", back, err, s)
+	}
+	t.Logf("this machine: %v", s)
+	if _, _, err := factors(speed{Proc: s.Proc / 20, CPU: s.CPU}, s); err == nil || !strings.Contains(err.Error(), "a broken probe") {
+		t.Errorf("a probe 20 times off the reference: %v", err)
 	}
 }
