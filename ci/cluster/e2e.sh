@@ -19,6 +19,7 @@ echo "cluster-e2e: prepared in $(($(date +%s) - t0))s"
 # (rollouts, probe periods, kubelet's GC), and the next scenario starts when every version finished this one
 par=${GVZ_CLUSTER_PARALLEL:-$(echo "${GVZ_CLUSTER_VERSIONS:-16 17 24}" | wc -w)}
 [ -z "${GVZ_CLUSTER_SERIAL:-}" ] || par=1
-# -timeout: explicit, the default 10 minutes must not cut a cold run (the test binary is built before it counts)
-GVZ_CLUSTER_WORK=$W exec ${GO:-go} test -tags clustertest -count=1 -v -timeout 30m -parallel "$par" \
+# -timeout: explicit, the default 10 minutes must not cut a cold run (the test binary is built before it counts); 45
+# minutes: the suites side by side on the slow kind of machine took up to ~17 minutes, with waits sized for it
+GVZ_CLUSTER_WORK=$W exec ${GO:-go} test -tags clustertest -count=1 -v -timeout 45m -parallel "$par" \
 	-run "${GVZ_CLUSTER_RUN:-.}" -skip "${GVZ_CLUSTER_SKIP-^Test(Flux|ArgoCD|Agent)}" "$@" ./ci/cluster

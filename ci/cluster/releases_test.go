@@ -199,7 +199,7 @@ func (c *Cluster) restartInSandbox(ctx context.Context, t *testing.T, name, rel 
 	}
 	t0 := time.Now()
 	var last string
-	err = Poll(ctx, 500*time.Millisecond, 120*time.Second, name+"'s container restarted and running", func(ctx context.Context) (bool, error) {
+	err = Poll(ctx, 500*time.Millisecond, sandboxRestart, name+"'s container restarted and running", func(ctx context.Context) (bool, error) {
 		p, err := c.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) == 0 {
 			return false, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 // while compiling and evaluating took ~1.3 times as long. A share is the reference machine's time; a phase is
 // judged against its share times the factor of what it spends its time on (its scale in budget.tsv). Both probes
 // measure CPU time, not wall time, so that another process on the machine changes them little; each is the
-// least of three rounds.
+// least of five rounds (three spread 151-222 ms for compute on one machine).
 
 // speed is a probe's result: milliseconds of CPU per process started and reaped (Proc), and per unit of
 // single-threaded compute (CPU).
@@ -30,7 +31,7 @@ type speed struct{ Proc, CPU float64 }
 const probeChildEnv = "PHASE_PROBE_CHILD"
 
 const (
-	probeRounds = 3
+	probeRounds = 5
 	probeSpawns = 40 // pairs per round: /bin/sh -c : and a Go binary (this one) that exits at start
 )
 
@@ -77,6 +78,8 @@ func probeProc(self string) (float64, error) {
 func probeCPU() float64 {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// no collection meanwhile: its work lands on other threads at the runtime's whim (the map is ~30 MB)
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	var r0, r1 unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_THREAD, &r0)
 	buf := make([]byte, 1<<20)
