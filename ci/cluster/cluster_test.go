@@ -376,7 +376,9 @@ func forEachVersion(t *testing.T, f func(ctx context.Context, t *testing.T, c *C
 	for _, v := range versions {
 		t.Run("c"+v, func(t *testing.T) {
 			c := use(t, v)
-			ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+			// a scenario's own bound: 20 minutes, above its waits (installRollout, syncRollout: a bump on the slow
+			// kind of machine outlasted the 6 minutes this was, 2026-12-06)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 			defer cancel()
 			f(ctx, t, c)
 		})
