@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,6 +103,38 @@ func TestReport(t *testing.T) {
 	var out bytes.Buffer
 	if err := report(&out, b, []measurement{{ID: "lint", Wall: 1}}, nil); err == nil || !strings.Contains(err.Error(), "phase lint has no share") {
 		t.Errorf("a phase without a share: %v", err)
+	}
+}
+
+// TestReportRealBudget judges CI's warm run of 2026-12-06 (3853a96, its printed alone times) by the real
+// budget: a good run on the reference kind of machine whose compute probe read 0.62 of the reference's while its
+// phases ran as slow as ever. It failed there (1.34 of the shares scaled by 0.62); it must pass, and its doubling
+// must not.
+func TestReportRealBudget(t *testing.T) {
+	b, err := loadBudget("budget.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := &speed{Proc: 4.99, CPU: 101}
+	alone := map[string]float64{"gomod": 0, "test": 64, "drift": 7, "vet": 2, "scan": 0, "test-heavy": 305, "test-kms": 9,
+		"test-node": 889, "test-node-e2e": 126, "e2e": 89, "flux-build": 0, "agents-build": 0, "argocd-build": 0, "e2e-together": 804}
+	run := func(times float64) error {
+		var ms []measurement
+		for id, a := range alone {
+			ms = append(ms, measurement{ID: id, Wall: a * times, CPUs: 2})
+		}
+		sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+		var out bytes.Buffer
+		err := report(&out, b, ms, here)
+		t.Logf("%.0fx:\n%s", times, out.String())
+		return err
+	}
+	if err := run(1); err != nil {
+		t.Errorf("CI's good run: %v", err)
+	}
+	var over *overBudget
+	if err := run(2); !errors.As(err, &over) {
+		t.Errorf("CI's run doubled: want over budget, got %v", err)
 	}
 }
 
