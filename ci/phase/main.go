@@ -115,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "usage: phase probe -out FILE")
 			return 2
 		}
-		s, err := probe()
+		s, err := probe(probeRounds)
 		if err == nil {
 			err = writeSpeed(*out, s)
 		}
