@@ -121,6 +121,10 @@ if [ -n "$existed" ]; then
     cur_state=rejected
     if gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then cur_state=ok; fi
 fi
+# cur_dumped: the dump above is of exactly the bytes copied to $T/current (the file did not change meanwhile), so a
+# candidate byte for byte the same needs no dump of its own (validate).
+cur_dumped=
+if [ "$cur_state" = ok ] && cmp -s "$CFG" "$T/current"; then cur_dumped=1; fi
 live_addr=/run/containerd/containerd.sock
 if [ "$cur_state" = ok ]; then live_addr=$(gvz_grpc_address "$T/cur.dump"); fi
 gvz_require_cri "$live_addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
@@ -212,13 +216,21 @@ fi
 validate() {
     WHY=
     MISSING_DEFAULT=
+    _reuse=
     if [ $# -gt 1 ]; then
         cp "$2" "$HOST_ROOT$GVZ_DROPIN_STAGED"
         gvz_to_check "$1" "$T/imports.list" "$GVZ_DROPIN_STAGED"
+    elif [ -n "$cur_dumped" ] && [ -z "$GVZ_SELF_IMPORT" ] && [ -z "$GVZ_DROPIN" ] && cmp -s "$1" "$T/current"; then
+        # The steady state (every later run of the installer): the candidate is the config on disk, which gvz_to_check
+        # would copy as it is (no import of its own, no drop-in folder) to a path in the same folder, and containerd
+        # accepted it above. Its dump is that one: one containerd process fewer, the same checks below.
+        cp "$T/cur.dump" "$T/cand.dump"
+        cp "$T/cur.err" "$T/cand.err"
+        _reuse=1
     else
         gvz_to_check "$1" "$T/imports.list"
     fi
-    if ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
+    if [ -z "$_reuse" ] && ! gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err"; then
         WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
         return 1
     fi
@@ -371,10 +383,10 @@ elif [ "$where" = dropin ]; then
 else
     default_entry >"$T/default.toml"
     done_=
-    if [ "$fver" -le 2 ] && [ "$defname" = runc ]; then
-        # A version 1 or 2 file is read by containerd 1.x and 2.x (2.x migrates both on load): with the minimal runc
-        # entry unless the file already defines runc (then containerd rejects the candidate for defining it twice, and
-        # the plain block is used).
+    # A version 1 or 2 file is read by containerd 1.x and 2.x (2.x migrates both on load): with the minimal runc entry
+    # unless the file already defines runc (then containerd rejects the candidate for defining it twice, and the plain
+    # block is used; a file with runc's table header is not even tried: a TOML table defined twice is invalid).
+    if [ "$fver" -le 2 ] && [ "$defname" = runc ] && ! gvz_dump_has_runtime "$T/base" "${fprefix%.runtimes}" "$defname"; then
         make_candidate "$T/default.toml"
         if validate "$T/candidate"; then
             done_=1
@@ -613,8 +625,9 @@ else
 fi
 
 # The last check of the install, made here because the long-running runsc-ready container cannot ask containerd
-# (it is unprivileged and only reads files): containerd serves CRI now, on the socket of the config on disk.
-gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
+# (it is unprivileged and only reads files): containerd serves CRI now, on the socket of the config on disk. After a
+# restart, gvz_restart_containerd's wait has just seen exactly that (on new_addr), with nothing done to containerd since.
+[ -n "$restart" ] || gvz_cri_ok "$new_addr" || gvz_die "containerd does not answer on $new_addr with its CRI plugin loaded at the end of the run; the installer retries by itself (systemctl status containerd; journalctl -u containerd)"
 # And its CRI lists the runsc handler (what RuntimeClass gvisor names): a containerd started with another config file
 # (a unit's --config) serves CRI without it, whatever the file on disk says.
 # shellcheck disable=SC2086 # handler names, split on purpose
