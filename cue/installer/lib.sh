@@ -673,6 +673,10 @@ gvz_self_importing() {
     done | grep -q y
 }
 
+# gvz_check_is_copy : status 0 when gvz_to_check writes the config as it is (it imports neither itself nor a drop-in
+# folder of gvisorgen's): the copy, in the config's own folder, then loads what the config loads.
+gvz_check_is_copy() { [ -z "${GVZ_SELF_IMPORT:-}" ] && [ -z "${GVZ_DROPIN:-}" ]; }
+
 # gvz_to_check SRC IMPORTS [STAGED] : writes SRC to the candidate path for `config dump`. The copy gets an explicit
 # `imports` list when the config imports itself (gvz_self_importing) or a drop-in folder of gvisorgen's (GVZ_DROPIN set):
 # every file the patterns of IMPORTS (the config's own, gvz_imports of its text) match on the host now, in containerd's
@@ -680,7 +684,7 @@ gvz_self_importing() {
 # CONTAINERD_CONFIG, the candidate and gvisorgen's drop-in as it is on disk; with STAGED, the staged drop-in takes
 # GVZ_DROPIN's place in that order, so that the copy loads exactly what containerd will load at its next start.
 gvz_to_check() {
-    if [ -z "${GVZ_SELF_IMPORT:-}" ] && [ -z "${GVZ_DROPIN:-}" ]; then
+    if gvz_check_is_copy; then
         cp "$1" "$HOST_ROOT$GVZ_CHECK"
         return
     fi
