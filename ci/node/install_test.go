@@ -287,6 +287,8 @@ func TestInstall(t *testing.T) {
 		h := newHost(t, "16")
 		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_BASE_URL": httpdURL + "/evil", "GVISOR_SHA512_PINS": "x86_64/gvisor.tar.bz2 " + artSHA["evil/gvisor.tar.bz2"]}, `absolute or '\.\.' paths`)
 		h.assertNothingInstalled()
+		h.mustFail("install-runsc.sh", map[string]string{"GVISOR_VERSION": tagArch, "GVISOR_BASE_URL": httpdURL + "/evil-late", "GVISOR_SHA512_PINS": "x86_64/gvisor.tar.bz2 " + artSHA["evil-late/gvisor.tar.bz2"]}, `absolute or '\.\.' paths`)
+		h.assertNothingInstalled()
 	})
 	t.Run("wrong-mode-refused", func(t *testing.T) {
 		h := newHost(t, "16")

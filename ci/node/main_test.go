@@ -279,6 +279,11 @@ func buildArtifacts(root string) {
 	evil := tarBz2("", map[string][]byte{"runsc": []byte("x"), "containerd-shim-runsc-v1": []byte("x"), "gvisor-bin/a": []byte("x"), "../../evil": []byte("x")})
 	artSHA["evil/gvisor.tar.bz2"] = sum(evil)
 	writeArtifact(filepath.Join(root, "evil", tagArch, "x86_64"), "gvisor.tar.bz2", evil, "")
+	// One whose '..' entry comes last, once the release's own files are unpacked (the installer judges the names as it
+	// unpacks into its private folder: nothing may leave that folder).
+	evilLate := tarBz2("", map[string][]byte{"runsc": []byte("x"), "containerd-shim-runsc-v1": []byte("x"), "gvisor-bin/a": []byte("x"), "zz/../../../evil": []byte("x")})
+	artSHA["evil-late/gvisor.tar.bz2"] = sum(evilLate)
+	writeArtifact(filepath.Join(root, "evil-late", tagArch, "x86_64"), "gvisor.tar.bz2", evilLate, "")
 	// A substitute runsc with a matching published .sha512 (and the genuine shim): what an attacker in the path serves.
 	subst := fakeBinary("runsc", "SUBSTITUTE")
 	artSHA["subst/runsc"] = sum(subst)

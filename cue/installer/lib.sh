@@ -221,6 +221,22 @@ gvz_pin() {
 
 gvz_sha512() { sha512sum "$1" | cut -d' ' -f1; }
 
+# gvz_seen DIR PATH... : one line per PATH (relative to DIR), "seen <device> <inode> <size> <mtime> <ctime> <PATH>",
+# each time as the kernel keeps it (nanoseconds, to its clock tick; busybox stat's %y/%z: three words each): what the
+# host's filesystem says of the file's bytes. install-runsc records these lines in the stamp just before it hashes the
+# installed files; ready.sh hashes a file again only when its line differs (any write, truncation, chmod, link, rename
+# or replacement changes its ctime or inode, which only root setting the clock back could forge, and root can rewrite
+# the stamp's digests as well).
+gvz_seen() {
+    (cd "$1" && shift && stat -c 'seen %d %i %s %y %z %n' -- "$@")
+}
+
+# gvz_seen_unchanged STAMP : reads gvz_seen lines on stdin; prints the PATH of each that is one of STAMP's own (a file
+# stat could not read prints no line, so it is never among them: the caller hashes it).
+gvz_seen_unchanged() {
+    awk 'NR == FNR { if ($1 == "seen") s[$0] = 1; next } ($0 in s) { for (i = 0; i < 10; i++) sub(/^[^ ]+ /, ""); print }' "$1" -
+}
+
 gvz_is_sha512() {
     [ "${#1}" -eq 128 ] || return 1
     case $1 in *[!0-9a-f]*) return 1 ;; esac

@@ -7,7 +7,8 @@
 # by the init containers (configure-containerd verifies it last, before the pod can become Ready). Ready means
 # "installed, configured and verified at install, and still intact on disk":
 #   install mode:   the stamp in INSTALL_DIR names GVISOR_VERSION and this arch, every installed file it lists exists,
-#                   is executable and still has the sha512 the stamp records, CONTAINERD_CONFIG is byte for byte the
+#                   is executable and still has the sha512 the stamp records (or has not changed on disk since
+#                   install-runsc hashed it there, see gvz_seen in lib.sh), CONTAINERD_CONFIG is byte for byte the
 #                   config that configure-containerd validated and saw containerd serve CRI with
 #                   (CONTAINERD_CONFIG.gvisorgen-applied), gvisorgen's drop-in (when the marker names one) is byte for
 #                   byte the one it wrote, and, with the block or the drop-in, runsc.toml is byte for byte the one
@@ -15,7 +16,9 @@
 #                   uninstall mode also: no gvisorgen drop-in where the config imports a folder for one;
 #   uninstall mode: no stamp, no runsc/shim that gvisorgen installed, no gvisorgen block in the config, no
 #                   gvisorgen runsc.toml, no applied marker.
-# Cost per run: one sha512 of each installed file (runsc and the shim: tens of MB), the config and runsc.toml.
+# Cost per run: one stat of the installed files, and a sha512 of each one whose identity on disk (device, inode, size,
+# mtime, ctime) is not the one install-runsc recorded when it hashed it (none, unless something wrote to it: a release
+# is ~200 MB, and this runs every 30 s on every node); a sha512 of the config, the drop-in and each runsc.toml.
 # Environment: the same as the init containers (HOST_ROOT GVISOR_MODE GVISOR_VERSION INSTALL_DIR CONTAINERD_CONFIG
 #   RUNSC_CONFIG); the generator must set them on the main container too.
 set -eu
@@ -55,7 +58,14 @@ if [ "$GVISOR_MODE" = install ]; then
     for f in "$cur/runsc" "$cur/containerd-shim-runsc-v1" containerd-shim-runsc-v1 "$GVZ_DISPATCH_NAME" $(printf '%s\n' "$files" | awk '{ print $2 }'); do
         if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
     done
+    # Hashed again only when the file's identity on disk is not the one install-runsc recorded in the stamp ("seen"
+    # lines, taken before it hashed the installed files; a stamp written before gvisorgen recorded them: every file).
+    # shellcheck disable=SC2046 # the stamp's paths: no blanks (gVisor's own file names)
+    same=$(gvz_seen "$IDIR" $(printf '%s\n' "$files" | awk '{ print $2 }') 2>/dev/null | gvz_seen_unchanged "$STAMP")
+    nl='
+'
     printf '%s\n' "$files" | while read -r sum f; do
+        case "$nl$same$nl" in *"$nl$f$nl"*) continue ;; esac
         [ "$(gvz_sha512 "$IDIR/$f")" = "$sum" ] || not_ready "$INSTALL_DIR/$f no longer has the sha512 the stamp records (changed since install-runsc verified it)"
     done
     [ -f "$CFG" ] || not_ready "no $CONTAINERD_CONFIG"
