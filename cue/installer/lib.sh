@@ -219,7 +219,11 @@ gvz_pin() {
     printf '%s\n' "$GVISOR_SHA512_PINS" | awk -v k="$1/$2" '$1 == k { print tolower($2); exit }'
 }
 
-gvz_sha512() { sha512sum "$1" | cut -d' ' -f1; }
+# (one process: the digest cut from sha512sum's line by the shell, not a pipeline into cut; empty when it fails)
+gvz_sha512() {
+    _gvz_h=$(sha512sum "$1") || true
+    echo "${_gvz_h%% *}"
+}
 
 # gvz_seen DIR PATH... : one line per PATH (relative to DIR), "seen <device> <inode> <size> <mtime> <ctime> <PATH>",
 # each time as the kernel keeps it (nanoseconds, to its clock tick; busybox stat's %y/%z: three words each): what the
@@ -831,7 +835,19 @@ GVZ_LOCK_HELD=
 
 gvz_boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown-boot; }
 gvz_pidns() { readlink /proc/self/ns/pid 2>/dev/null || echo unknown-pidns; }
-gvz_starttime() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+# gvz_proc_stat PID : sets _gvz_stat to the fields of /proc/PID/stat after the command name (which may hold ") "), ""
+# when PID is gone. Read by the shell: the lock and the sweeps ask it on every run.
+gvz_proc_stat() {
+    _gvz_stat=
+    { read -r _gvz_stat <"/proc/$1/stat"; } 2>/dev/null || true
+    _gvz_stat=${_gvz_stat##*) }
+}
+gvz_starttime() {
+    gvz_proc_stat "$1"
+    # shellcheck disable=SC2086 # split into its fields on purpose (numbers and a state letter)
+    set -- $_gvz_stat
+    echo "${20:-}"
+}
 
 # gvz_holder_gone "HOLDER LINE" : status 0 when the recorded holder can no longer be running.
 gvz_holder_gone() {
@@ -953,7 +969,8 @@ gvz_unlock() {
 # gvz_pid_runs_script PID : status 0 when PID is another live process (not a zombie) running an installer script.
 gvz_pid_runs_script() {
     [ "$1" != "$$" ] || return 1
-    _gvz_st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    gvz_proc_stat "$1"
+    _gvz_st=${_gvz_stat%% *}
     [ -n "$_gvz_st" ] && [ "$_gvz_st" != Z ] || return 1
     tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qE '(install-runsc|configure-containerd|uninstall)\.sh'
 }
