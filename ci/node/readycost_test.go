@@ -103,7 +103,20 @@ func TestReadyHashesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("with a stamp without seen lines the probe hashed %v, want every current file %v", got, current)
 	}
 
-	// The next install (a reinstall of the same release, its shim changed) records them again.
+	// The next install-runsc on the node (the same release: nothing to install, as on a pod restart after gvisorgen
+	// itself was upgraded, or after a reboot that renumbered the disk) records them, and the run after it writes
+	// nothing.
+	r := h.mustRun("install-runsc.sh", nil)
+	assertContains(t, "output", r.Output, "recorded the installed files' identities on disk")
+	if got := probe(); len(got) != 0 {
+		t.Fatalf("after install-runsc recorded the identities the probe hashed %v", got)
+	}
+	st := h.read(stampPath)
+	if r := h.mustRun("install-runsc.sh", nil); strings.Contains(r.Output, "recorded") || h.read(stampPath) != st {
+		t.Fatalf("a run on an unchanged node rewrote the stamp:\n%s", r.Output)
+	}
+
+	// A reinstall of the same release (its shim changed) records them again.
 	h.write(shim, 0o755, string(flipped))
 	h.mustRun("install-runsc.sh", nil)
 	if got := probe(); len(got) != 0 {

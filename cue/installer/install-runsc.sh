@@ -223,9 +223,21 @@ stamp_matches() {
 }
 # Not with foreign binaries to take over, nor after an install that did not finish (its record is still there: files
 # it installed that this stamp does not name would be left over).
+# The current files' identities on disk (gvz_seen), taken before rel_verifies and stamp_matches hash them: when they
+# verify and the stamp's "seen" lines differ (a stamp from before them, a disk renumbered by a reboot, a touch), the
+# stamp gets these, so that the readiness probe stops hashing them.
 REUSE=
+cur_seen=
+if [ -f "$STAMP" ] && [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$V" ]; then
+    # shellcheck disable=SC2046 # the stamp's paths: no blanks (gVisor's own file names)
+    cur_seen=$(gvz_seen "$IDIR" $(awk -v d="$VDIR/" -v r="$GVZ_DISPATCH_NAME" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1" || $3 == r) { print $3 }' "$STAMP") 2>/dev/null) || cur_seen=
+fi
 if [ -z "$FOREIGN" ] && [ ! -e "$INSTALLING" ] && rel_verifies; then
     if stamp_matches; then
+        if [ -n "$cur_seen" ] && [ "$cur_seen" != "$(awk '$1 == "seen"' "$STAMP")" ]; then
+            { awk '$1 != "seen"' "$STAMP" && printf '%s\n' "$cur_seen"; } | gvz_atomic_write "$STAMP" 0644 || gvz_die "cannot write the stamp $GVZ_STAMP"
+            gvz_log "recorded the installed files' identities on disk in the stamp (the readiness probe hashes a file again only when its identity changes)"
+        fi
         gvz_log "gVisor $V ($ARCH, $LAYOUT) is already installed in $GVZ_RELEASES/$V and verifies; nothing to do"
         exit 0
     fi
