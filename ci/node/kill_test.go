@@ -160,7 +160,7 @@ func (h *Host) tree() map[string]string {
 			if info.Mode().IsRegular() {
 				b, _ := os.ReadFile(p)
 				if d.Name() == ".gvisorgen-runsc.stamp" {
-					b = seenIdentity.ReplaceAll(b, []byte("seen "))
+					b = seenIdentity.ReplaceAll(b, []byte("$1"))
 				}
 				s := sha256.Sum256(b)
 				v += " " + hex.EncodeToString(s[:8])
@@ -179,7 +179,7 @@ func (h *Host) tree() map[string]string {
 
 // seenIdentity is what a stamp's "seen" line says of a file's identity on this host (device, inode, size, times: see
 // gvz_seen), which two hosts never share; tree keeps the line and its path.
-var seenIdentity = regexp.MustCompile(`(?m)^seen( [^ \n]+){9} `)
+var seenIdentity = regexp.MustCompile(`(?m)^(seen [^ \n]+)( [^ \n]+){9}$`)
 
 func diffTrees(want, got map[string]string) string {
 	var out []string

@@ -37,7 +37,7 @@ func TestReadyHashesOnlyWhatChanged(t *testing.T) {
 		case len(f) == 3 && f[0] == "file" && (strings.HasPrefix(f[2], "gvisor-releases/"+tagBin+"/") || !strings.Contains(f[2], "/")):
 			current = append(current, f[2])
 		case len(f) == 11 && f[0] == "seen":
-			seen = append(seen, f[10])
+			seen = append(seen, f[1])
 		}
 	}
 	slices.Sort(current)

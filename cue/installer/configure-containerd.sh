@@ -222,7 +222,8 @@ validate() {
         gvz_to_check "$1" "$T/imports.list" "$GVZ_DROPIN_STAGED"
     elif [ -n "$cur_dumped" ] && gvz_check_is_copy && cmp -s "$1" "$T/current"; then
         # The steady state (every later run of the installer): the candidate is the config on disk, which gvz_to_check
-        # would copy as it is to a path in the same folder, and containerd accepted it above. Its dump is that one: one containerd process fewer, the same checks below.
+        # would copy as it is to a path in the same folder, and containerd accepted it above. Its dump is that one: one
+        # containerd process fewer, the same checks below.
         cp "$T/cur.dump" "$T/cand.dump"
         cp "$T/cur.err" "$T/cand.err"
         _reuse=1

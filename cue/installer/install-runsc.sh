@@ -228,9 +228,9 @@ stamp_matches() {
 # stamp gets these, so that the readiness probe stops hashing them.
 REUSE=
 cur_seen=
-if [ -f "$STAMP" ] && [ "$(awk '$1 == "version" { print $2 }' "$STAMP")" = "$V" ]; then
+if [ "$PREV" = "$V" ]; then
     # shellcheck disable=SC2046 # the stamp's paths: no blanks (gVisor's own file names)
-    cur_seen=$(gvz_seen "$IDIR" $(awk -v d="$VDIR/" -v r="$GVZ_DISPATCH_NAME" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1" || $3 == r) { print $3 }' "$STAMP") 2>/dev/null) || cur_seen=
+    cur_seen=$(gvz_seen "$IDIR" $(gvz_current_files "$STAMP" "$V" | awk '{ print $2 }') 2>/dev/null) || cur_seen=
 fi
 if [ -z "$FOREIGN" ] && [ ! -e "$INSTALLING" ] && rel_verifies; then
     if stamp_matches; then

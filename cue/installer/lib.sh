@@ -225,20 +225,26 @@ gvz_sha512() {
     echo "${_gvz_h%% *}"
 }
 
-# gvz_seen DIR PATH... : one line per PATH (relative to DIR), "seen <device> <inode> <size> <mtime> <ctime> <PATH>",
+# gvz_current_files STAMP VERSION : "<sha512> <path>" of each file the stamp records for the node's install of VERSION:
+# the release's own, and the shim and gvisorgen-runsc in INSTALL_DIR (what ready.sh checks and gvz_seen records).
+gvz_current_files() {
+    awk -v d="$GVZ_RELEASES_NAME/$2/" -v r="$GVZ_DISPATCH_NAME" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1" || $3 == r) { print $2, $3 }' "$1"
+}
+
+# gvz_seen DIR PATH... : one line per PATH (relative to DIR), "seen <PATH> <device> <inode> <size> <mtime> <ctime>",
 # each time as the kernel keeps it (nanoseconds, to its clock tick; busybox stat's %y/%z: three words each): what the
 # host's filesystem says of the file's bytes. install-runsc records these lines in the stamp just before it hashes the
 # installed files; ready.sh hashes a file again only when its line differs (any write, truncation, chmod, link, rename
 # or replacement changes its ctime or inode, which only root setting the clock back could forge, and root can rewrite
 # the stamp's digests as well).
 gvz_seen() {
-    (cd "$1" && shift && stat -c 'seen %d %i %s %y %z %n' -- "$@")
+    (cd "$1" && shift && stat -c 'seen %n %d %i %s %y %z' -- "$@")
 }
 
 # gvz_seen_unchanged STAMP : reads gvz_seen lines on stdin; prints the PATH of each that is one of STAMP's own (a file
 # stat could not read prints no line, so it is never among them: the caller hashes it).
 gvz_seen_unchanged() {
-    awk 'NR == FNR { if ($1 == "seen") s[$0] = 1; next } ($0 in s) { for (i = 0; i < 10; i++) sub(/^[^ ]+ /, ""); print }' "$1" -
+    awk 'NR == FNR { if ($1 == "seen") s[$0] = 1; next } ($0 in s) { print $2 }' "$1" -
 }
 
 gvz_is_sha512() {

@@ -54,14 +54,16 @@ if [ "$GVISOR_MODE" = install ]; then
     # The current release's files, the shim and gvisorgen-runsc in INSTALL_DIR; older releases kept for their
     # sandboxes are not the gate's.
     cur=$GVZ_RELEASES_NAME/$GVISOR_VERSION
-    files=$(awk -v d="$cur/" -v r="$GVZ_DISPATCH_NAME" '$1 == "file" && (index($3, d) == 1 || $3 == "containerd-shim-runsc-v1" || $3 == r) { print $2, $3 }' "$STAMP")
-    for f in "$cur/runsc" "$cur/containerd-shim-runsc-v1" containerd-shim-runsc-v1 "$GVZ_DISPATCH_NAME" $(printf '%s\n' "$files" | awk '{ print $2 }'); do
+    files=$(gvz_current_files "$STAMP" "$GVISOR_VERSION")
+    paths=$(printf '%s\n' "$files" | awk '{ print $2 }')
+    # shellcheck disable=SC2086 # the stamp's paths: no blanks (gVisor's own file names)
+    for f in "$cur/runsc" "$cur/containerd-shim-runsc-v1" containerd-shim-runsc-v1 "$GVZ_DISPATCH_NAME" $paths; do
         if [ ! -f "$IDIR/$f" ] || [ ! -x "$IDIR/$f" ]; then not_ready "$INSTALL_DIR/$f is missing or not executable"; fi
     done
     # Hashed again only when the file's identity on disk is not the one install-runsc recorded in the stamp ("seen"
     # lines, taken before it hashed the installed files; a stamp written before gvisorgen recorded them: every file).
-    # shellcheck disable=SC2046 # the stamp's paths: no blanks (gVisor's own file names)
-    same=$(gvz_seen "$IDIR" $(printf '%s\n' "$files" | awk '{ print $2 }') 2>/dev/null | gvz_seen_unchanged "$STAMP")
+    # shellcheck disable=SC2086 # the stamp's paths: no blanks (gVisor's own file names)
+    same=$(gvz_seen "$IDIR" $paths 2>/dev/null | gvz_seen_unchanged "$STAMP")
     nl='
 '
     printf '%s\n' "$files" | while read -r sum f; do
