@@ -126,7 +126,10 @@ fi
 cur_dumped=
 if [ "$cur_state" = ok ] && cmp -s "$CFG" "$T/current"; then cur_dumped=1; fi
 live_addr=/run/containerd/containerd.sock
-if [ "$cur_state" = ok ]; then live_addr=$(gvz_grpc_address "$T/cur.dump"); fi
+if [ "$cur_state" = ok ]; then
+    gvz_fact "$T/cur.dump" addr
+    live_addr=$GVZ_FACT
+fi
 gvz_require_cri "$live_addr" "$cur_state" "$T/cur.err" "$T/cur.dump"
 
 if [ "$cur_state" = rejected ]; then
@@ -169,14 +172,16 @@ fi
 gvz_unknown_keys "$T/base.err" >"$T/base.uk"
 
 fprefix=$(gvz_runtimes_prefix "$fver")
-dprefix=$(gvz_dump_prefix "$T/base.dump")
-defname=$(gvz_dump_key "$T/base.dump" "$dprefix" default_runtime_name)
-defname=${defname:-runc}
+gvz_fact "$T/base.dump" prefix
+dprefix=$GVZ_FACT
+gvz_fact "$T/base.dump" default
+defname=${GVZ_FACT:-runc}
 # containerd 1.x dumps version 2, 2.x dumps 3 or more
 host_major=1
-if [ "$(gvz_file_version "$T/base.dump")" -ge 3 ] 2>/dev/null; then host_major=2; fi
+gvz_fact "$T/base.dump" version
+if [ "$GVZ_FACT" -ge 3 ] 2>/dev/null; then host_major=2; fi
 base_has_def=
-if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$defname"; then base_has_def=1; fi
+if gvz_dump_defines "$T/base.dump" "$defname"; then base_has_def=1; fi
 
 # --- where the runtime goes: gvisorgen's drop-in, or its block in place ---------------------------------------------
 # A drop-in where the config imports a folder for one and containerd merges imported files table by table (2.x): one
@@ -225,6 +230,7 @@ validate() {
         # would copy as it is to a path in the same folder, and containerd accepted it above. Its dump is that one: one
         # containerd process fewer, the same checks below.
         cp "$T/cur.dump" "$T/cand.dump"
+        cp "$T/cur.dump.facts" "$T/cand.dump.facts"
         cp "$T/cur.err" "$T/cand.err"
         _reuse=1
     else
@@ -234,16 +240,17 @@ validate() {
         WHY="containerd config dump rejects it: $(first_error "$T/cand.err")"
         return 1
     fi
-    _p=$(gvz_dump_prefix "$T/cand.dump")
+    gvz_fact "$T/cand.dump" prefix
+    _p=$GVZ_FACT
     for _h in runsc $GVZ_CLASSES; do
-        if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" "$_h"; then
+        if ! gvz_dump_defines "$T/cand.dump" "$_h"; then
             WHY="containerd ignores the $_h table: the dump has no $_p.runtimes.$_h"
             return 1
         fi
     done
-    _d=$(gvz_dump_key "$T/cand.dump" "$_p" default_runtime_name)
-    _d=${_d:-runc}
-    if ! gvz_dump_has_runtime "$T/cand.dump" "$_p" "$_d"; then
+    gvz_fact "$T/cand.dump" default
+    _d=${GVZ_FACT:-runc}
+    if ! gvz_dump_defines "$T/cand.dump" "$_d"; then
         WHY="the default runtime '$_d' would vanish: the dump has no $_p.runtimes.$_d"
         MISSING_DEFAULT=1
         return 1
@@ -342,14 +349,14 @@ gvz_imports "$T/base" "$T/base.dump" | grep -vxF -e "$GVZ_CHECK" -e "$CONTAINERD
 
 # A class's handler that gvisorgen did not write is refused, whatever it runs: the class is gvisorgen's to define.
 for h in $GVZ_CLASSES; do
-    if gvz_dump_has_runtime "$T/base.dump" "$dprefix" "$h"; then
+    if gvz_dump_defines "$T/base.dump" "$h"; then
         fwhere=$(gvz_handler_files "$T/base" "$T/imports.all" "$h" | tr '\n' ' ' | sed 's/ $//')
         [ -n "$fwhere" ] || fwhere="containerd's merged config (no file names it plainly)"
         gvz_die "a runtime handler $h, the handler of a sandbox class, is defined in $fwhere and gvisorgen did not write it. Refused: pods of that class would run with whatever it runs. Nothing was changed, containerd was not restarted, and the node is not marked ready for gVisor. Fix: remove that handler and let the installer retry, or give the class another handler (gvisor.classes.<name>.handler)"
     fi
 done
 handwritten=
-if gvz_dump_has_runtime "$T/base.dump" "$dprefix" runsc; then
+if gvz_dump_defines "$T/base.dump" runsc; then
     # A runsc handler gvisorgen did not write (by hand, another tool, a drop-in): judged by what it runs, never
     # trusted by its name. Refused unless the user adopts it on purpose (ADOPT_FOREIGN_RUNSC).
     fwhere=$(gvz_handler_files "$T/base" "$T/imports.all" runsc | tr '\n' ' ' | sed 's/ $//')
@@ -407,8 +414,10 @@ else
     fi
 fi
 # Each handler containerd would use with the candidate (its imports and drop-ins merged) must be gvisorgen's, key for key.
+gvz_fact "$T/cand.dump" prefix
+cprefix=$GVZ_FACT
 for h in $OURS; do
-    gvz_handler_keys "$T/cand.dump" "$(gvz_dump_prefix "$T/cand.dump").runtimes.$h" >"$T/have.handler"
+    gvz_handler_keys "$T/cand.dump" "$cprefix.runtimes.$h" >"$T/have.handler"
     gvz_judge_handler "$T/want.$h" "$T/have.handler" >"$T/judged" ||
         gvz_die "with gvisorgen's block, containerd would still not run the $h handler as the block says ($(head -n 6 "$T/judged" | tr '\n' ';' | sed 's/;$//; s/;/; /g')): another file it imports overrides it ($(gvz_handler_files "$T/base" "$T/imports.all" "$h" | tr '\n' ' ' | sed 's/ $//')); $CONTAINERD_CONFIG is untouched and containerd was not restarted"
 done
@@ -425,8 +434,10 @@ if [ -n "$OURS" ] && [ "$INSTALL_DIR_ON_PATH" = true ]; then
         gvz_die "on the host's PATH ($HOST_PATH) $b is $got, not the verified $INSTALL_DIR/$b: containerd would run that one for every gVisor pod. Nothing was changed and containerd was not restarted. Fix: remove $got if it is a stale install, or set gvisor.host.installDir to the folder that comes first (or installDirOnPath: false, which names absolute paths)"
     fi
 fi
-new_addr=$(gvz_grpc_address "$T/cand.dump")
-old_addr=$(gvz_grpc_address "$T/base.dump")
+gvz_fact "$T/cand.dump" addr
+new_addr=$GVZ_FACT
+gvz_fact "$T/base.dump" addr
+old_addr=$GVZ_FACT
 
 # --- runsc.toml -----------------------------------------------------------------------------------------------------
 # write_runsc_toml HANDLER : HANDLER's runsc.toml (RUNSC_CONFIG for runsc, <handler>.toml beside it for a class), written

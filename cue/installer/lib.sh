@@ -310,8 +310,10 @@ gvz_check_containerd_floor() {
 
 # gvz_dump CONFIG_HOST_PATH OUT ERR : the host containerd's dump of a config file; status of the dump.
 gvz_dump() {
+    rm -f "$2.facts"
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-    timeout 60 $GVZ_HX containerd --config "$1" config dump >"$2" 2>"$3"
+    timeout 60 $GVZ_HX containerd --config "$1" config dump >"$2" 2>"$3" || return
+    gvz_dump_facts "$2" >"$2.facts"
 }
 
 # gvz_cri_ok ADDRESS : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins ls`).
@@ -475,16 +477,6 @@ gvz_runtimes_prefix() {
     esac
 }
 
-# gvz_dump_prefix DUMP : the effective CRI containerd table in a dump (dumps are version 2 on 1.x, 3+ on 2.x).
-gvz_dump_prefix() {
-    _dv=$(gvz_file_version "$1")
-    if [ "$_dv" -ge 3 ] 2>/dev/null; then
-        echo 'plugins."io.containerd.cri.v1.runtime".containerd'
-    else
-        echo 'plugins."io.containerd.grpc.v1.cri".containerd'
-    fi
-}
-
 # gvz_dump_headers DUMP : every table header, normalised ('x' -> "x").
 gvz_dump_headers() {
     awk '/^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); print h }' "$1"
@@ -508,6 +500,72 @@ gvz_dump_key() {
 # gvz_dump_has_runtime DUMP PREFIX NAME : does the dump define PREFIX.runtimes.NAME?
 gvz_dump_has_runtime() {
     gvz_dump_headers "$1" | grep -qxF -e "$2.runtimes.$3" -e "$2.runtimes.\"$3\""
+}
+
+# gvz_dump_facts DUMP : what the installer asks of a dump, read in one pass (gvz_dump writes it beside the dump as
+# DUMP.facts; the accessors below read it without starting a process):
+#   version V     the dump's version line (gvz_file_version): containerd 1.x dumps version 2, 2.x dumps 3 or more;
+#   prefix P      the effective CRI containerd table: plugins."io.containerd.cri.v1.runtime".containerd for version 3
+#                 or more, plugins."io.containerd.grpc.v1.cri".containerd below;
+#   default NAME  P's default_runtime_name (quotes stripped, as gvz_dump_key reads a key; empty when unset);
+#   addr A        the socket containerd listens on: [grpc] address (1.x), else the server.v1.grpc plugin's (2.x), else
+#                 /run/containerd/containerd.sock;
+#   runtime NAME  for each P.runtimes.NAME or P.runtimes."NAME" table (a subtable is not a runtime).
+gvz_dump_facts() {
+    awk '
+        function norm(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
+        /^[ \t]*\[/ { cur = norm($0); intable = 1; hdr[++nh] = cur; next }
+        !intable && !vdone && /^[ \t]*version[ \t]*=/ {
+            v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[ \t]*(#.*)?\r?$/, "", v); version = v; vdone = 1
+        }
+        {
+            line = $0; sub(/^[ \t]+/, "", line)
+            n = index(line, "=")
+            if (n == 0) next
+            key = substr(line, 1, n - 1); sub(/[ \t]+$/, "", key)
+            if (key == "default_runtime_name") tk = "d\t" cur
+            else if (key == "address") tk = "a\t" cur
+            else next
+            if (tk in val) next
+            v = substr(line, n + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v)
+            gsub(/^["\047]|["\047]$/, "", v); val[tk] = v
+        }
+        END {
+            if (!vdone) version = 1
+            p = (version ~ /^[+-]?[0-9]+$/ && version + 0 >= 3) ? "plugins.\"io.containerd.cri.v1.runtime\".containerd" : "plugins.\"io.containerd.grpc.v1.cri\".containerd"
+            a = val["a\tgrpc"]
+            if (a == "") a = val["a\tplugins.\"io.containerd.server.v1.grpc\""]
+            if (a == "") a = "/run/containerd/containerd.sock"
+            print "version " version; print "prefix " p; print "default " val["d\t" p]; print "addr " a
+            r = p ".runtimes."
+            for (i = 1; i <= nh; i++) {
+                if (index(hdr[i], r) != 1) continue
+                t = substr(hdr[i], length(r) + 1)
+                if (t ~ /^"[^"]*"$/) t = substr(t, 2, length(t) - 2)
+                else if (index(t, ".")) continue
+                print "runtime " t
+            }
+        }' "$1"
+}
+
+# gvz_fact DUMP NAME : sets GVZ_FACT to the dump's fact NAME (gvz_dump_facts; empty when it has none). No subshell.
+gvz_fact() {
+    GVZ_FACT=
+    while IFS= read -r _l; do
+        case $_l in "$2 "*)
+            GVZ_FACT=${_l#"$2 "}
+            return 0
+            ;;
+        esac
+    done <"$1.facts"
+}
+
+# gvz_dump_defines DUMP NAME : status 0 when the dump defines the runtime NAME under its CRI prefix (gvz_dump_facts).
+gvz_dump_defines() {
+    while IFS= read -r _l; do
+        [ "$_l" != "runtime $2" ] || return 0
+    done <"$1.facts"
+    return 1
 }
 
 # gvz_handler_keys FILE TABLE : the runtime handler TABLE (e.g. <prefix>.runtimes.runsc) of a config or a dump, as
@@ -577,14 +635,6 @@ gvz_handler_files() {
     done
 }
 
-# gvz_grpc_address DUMP : the socket containerd listens on, from a dump (1.x: [grpc]; 2.x: server.v1.grpc plugin).
-gvz_grpc_address() {
-    _a=$(gvz_dump_key "$1" grpc address)
-    [ -n "$_a" ] || _a=$(gvz_dump_key "$1" 'plugins."io.containerd.server.v1.grpc"' address)
-    [ -n "$_a" ] || _a=/run/containerd/containerd.sock
-    echo "$_a"
-}
-
 # gvz_unknown_keys ERRFILE : containerd's "Ignoring unknown key" warnings, parsed (logfmt fields, not the line's
 # text): one "plugin=<p> key=<k>" line each, sorted; file, row, column and time are left out, so that the same key
 # ignored in a file at another path or row compares equal.
@@ -604,65 +654,67 @@ gvz_unknown_keys() {
 # containerd 2.2+'s built-in imports pattern: its dump lists it whether or not a file imports it (it loads it only then).
 GVZ_BUILTIN_IMPORT='/etc/containerd/conf.d/*.toml'
 
-# gvz_import_entries FILE : the entries of the file's top-level `imports` array (single- or multi-line), resolved
-# against the config's folder when relative, one per line.
-gvz_import_entries() {
-    awk '
-        !on && /^[ \t]*\[/ { exit }
-        !on && /^[ \t]*imports[ \t]*=/ { on = 1; sub(/^[^=]*=/, "") }
-        on {
-            acc = acc " " $0
-            if ($0 ~ /\]/) {
-                while (match(acc, /"[^"]*"|\047[^\047]*\047/)) { print substr(acc, RSTART + 1, RLENGTH - 2); acc = substr(acc, RSTART + RLENGTH) }
-                exit
-            }
-        }' "$1" | while IFS= read -r _p; do gvz_abs_pattern "$_p"; done
+# GVZ_AWK_GLOB: an awk function, glob(PATTERN, PATH), true when Go's filepath.Match(PATTERN, PATH) would be (`*` and
+# `?` never match a slash, `[...]` classes negated by ^ only (a `!` is itself, as in Go), backslash escapes; a class
+# left open matches nothing; inside a class, a backslash escape or a leading `]` is not Go's: never seen in a config),
+# decided without the file existing. The one spelling of the rule: every awk program that
+# matches an imports pattern prepends it (one process for a whole list, where a shell loop would start one per pattern
+# and path). Patterns reach it from files or ENVIRON, never awk -v, which would unescape `\*` into `*`.
+GVZ_AWK_GLOB='
+function glob(p, s,    re, i, c, j) {
+    re = "^"
+    for (i = 1; i <= length(p); i++) {
+        c = substr(p, i, 1)
+        if (c == "*") re = re "[^/]*"
+        else if (c == "?") re = re "[^/]"
+        else if (c == "\\") { i++; c = substr(p, i, 1); re = re (c ~ /[A-Za-z0-9]/ ? c : "\\" c) }
+        else if (c == "[") {
+            j = index(substr(p, i + 1), "]"); if (j == 0) return 0
+            re = re "[" substr(p, i + 1, j - 1) "]"; i += j
+        }
+        else if (index(".+(){}|^$", c)) re = re "\\" c
+        else re = re c
+    }
+    return s ~ (re "$")
+}'
+
+# gvz_glob_matches PATTERN PATH : status 0 when glob(PATTERN, PATH) (GVZ_AWK_GLOB).
+gvz_glob_matches() {
+    GVZ_GLOB_P=$1 GVZ_GLOB_S=$2 awk "$GVZ_AWK_GLOB"' BEGIN { exit !glob(ENVIRON["GVZ_GLOB_P"], ENVIRON["GVZ_GLOB_S"]) }'
 }
+
+# GVZ_AWK_IMPORTS: awk rules that collect the imports patterns of the files awk reads into pat[1..npat], in order and
+# without repeats (gvz_imports says which); the program's own END block uses them. Each file's patterns are the entries
+# of its top-level `imports` array (single- or multi-line, before any table), a relative one resolved against the
+# config's folder (-v imp_dir) as containerd does. The first file is the config's text; a later one (its dump) adds its
+# patterns but GVZ_BUILTIN_IMPORT (-v imp_builtin), unless the config's text names it. Variables are prefixed imp_.
+# shellcheck disable=SC2016 # awk's $0, not the shell's
+GVZ_AWK_IMPORTS='
+FILENAME != imp_file { imp_file = FILENAME; imp_on = 0; imp_done = 0; imp_acc = "" }
+imp_done { next }
+!imp_on && /^[ \t]*\[/ { imp_done = 1; next }
+!imp_on && /^[ \t]*imports[ \t]*=/ { imp_on = 1; sub(/^[^=]*=/, "") }
+imp_on {
+    imp_acc = imp_acc " " $0
+    if ($0 ~ /\]/) {
+        while (match(imp_acc, /"[^"]*"|\047[^\047]*\047/)) {
+            imp_p = substr(imp_acc, RSTART + 1, RLENGTH - 2); imp_acc = substr(imp_acc, RSTART + RLENGTH)
+            if (substr(imp_p, 1, 1) != "/") imp_p = imp_dir "/" imp_p
+            if (FILENAME == ARGV[1]) imp_mine[imp_p] = 1
+            else if (imp_p == imp_builtin && !(imp_builtin in imp_mine)) continue
+            if (!imp_seen[imp_p]++) pat[++npat] = imp_p
+        }
+        imp_done = 1
+    }
+}'
 
 # gvz_imports CONFIG [DUMP] : the imports patterns of a config's text and, with DUMP, of its dump (1.x dumps the files
 # it resolved, the config itself among them; 2.x the patterns of every file it loaded, nested imports included), one
-# per line, without repeats. The dump's GVZ_BUILTIN_IMPORT is left out unless the config's text names it (a file the
-# config imports that names it is then missed).
+# per line, without repeats (GVZ_AWK_IMPORTS). The dump's GVZ_BUILTIN_IMPORT is left out unless the config's text names
+# it (a file the config imports that names it is then missed). One process: this runs several times a configure run.
 gvz_imports() {
-    if [ $# -lt 2 ]; then
-        gvz_import_entries "$1" | awk '!seen[$0]++'
-        return
-    fi
-    gvz_import_entries "$1" >"$GVZ_TMP/imports.own"
-    {
-        cat "$GVZ_TMP/imports.own"
-        gvz_import_entries "$2" | awk -v own="$GVZ_TMP/imports.own" -v b="$GVZ_BUILTIN_IMPORT" '
-            BEGIN { while ((getline l < own) > 0) mine[l] = 1 }
-            !($0 == b && !(b in mine))'
-    } | awk '!seen[$0]++'
-}
-
-# gvz_glob_matches PATTERN PATH : status 0 when Go's filepath.Match(PATTERN, PATH) would be true (`*` and `?` never
-# match a slash, `[...]` classes with ^ or ! negation, backslash escapes), decided without the file existing.
-gvz_glob_matches() {
-    awk -v p="$1" -v s="$2" 'BEGIN {
-        re = "^"
-        for (i = 1; i <= length(p); i++) {
-            c = substr(p, i, 1)
-            if (c == "*") re = re "[^/]*"
-            else if (c == "?") re = re "[^/]"
-            else if (c == "\\") { i++; c = substr(p, i, 1); re = re "[" c "]" }
-            else if (c == "[") {
-                j = index(substr(p, i + 1), "]"); if (j == 0) exit 1
-                cls = substr(p, i + 1, j - 1); i += j
-                if (substr(cls, 1, 1) == "!") cls = "^" substr(cls, 2)
-                re = re "[" cls "]"
-            }
-            else if (index(".+(){}|^$", c)) re = re "\\" c
-            else re = re c
-        }
-        exit !(s ~ (re "$"))
-    }'
-}
-
-# gvz_abs_pattern PATTERN : a relative imports pattern resolved against the config's folder, as containerd does.
-gvz_abs_pattern() {
-    case $1 in /*) echo "$1" ;; *) echo "$GVZ_CFG_DIR/$1" ;; esac
+    awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" "$GVZ_AWK_IMPORTS"'
+        END { for (i = 1; i <= npat; i++) print pat[i] }' "$@"
 }
 
 # gvz_check_imports FILE... : refuse when an imports pattern of the config (gvz_imports of its text and its dump)
@@ -671,32 +723,34 @@ gvz_abs_pattern() {
 # it at its next start (the applied marker is not TOML: containerd would not start). Notes when RUNSC_CONFIG is
 # matched: containerd then loads the shim's options file as a config too (2.x logs its keys as unknown, nothing else).
 gvz_check_imports() {
-    gvz_imports "$@" >"$GVZ_TMP/imports"
-    while IFS= read -r _p; do
-        _hit=
-        for _f in "$GVZ_APPLIED" "$GVZ_BACKUP" "$GVZ_DROPIN_STAGED" "$GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1"; do
-            if gvz_glob_matches "$_p" "$_f"; then _hit="$_hit $_f"; fi
-        done
-        if [ -n "$_hit" ]; then
-            gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_hit" | sed 's/^ //; s/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry"
-        fi
-        for _c in ${GVZ_CLASSES:-}; do
-            if gvz_glob_matches "$_p" "${RUNSC_CONFIG%/*}/$_c.toml"; then
-                gvz_log "note: the imports pattern $_p also matches ${RUNSC_CONFIG%/*}/$_c.toml, the runsc.toml of the class with handler $_c: containerd loads it as a config too (2.x logs its keys as unknown; nothing else changes)"
-            fi
-        done
-        if gvz_glob_matches "$_p" "$RUNSC_CONFIG"; then
-            gvz_log "note: the imports pattern $_p also matches $RUNSC_CONFIG, so containerd loads the shim's options file as a config too (2.x logs its keys as unknown; nothing else changes); set RUNSC_CONFIG (values: runscConfig) to a name the pattern does not match to avoid it"
-        fi
-    done <"$GVZ_TMP/imports"
+    # one line per finding, in the patterns' order: "hit PATTERN FILE...", "class PATTERN HANDLER", "runsc PATTERN"
+    awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" \
+        -v own="$GVZ_APPLIED $GVZ_BACKUP $GVZ_DROPIN_STAGED $GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1" \
+        -v classes="${GVZ_CLASSES:-}" -v rdir="${RUNSC_CONFIG%/*}" -v rcfg="$RUNSC_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
+        END {
+            no = split(own, ow, " "); nc = split(classes, hs, " ")
+            for (j = 1; j <= npat; j++) {
+                p = pat[j]; hit = ""
+                for (i = 1; i <= no; i++) if (glob(p, ow[i])) hit = hit " " ow[i]
+                if (hit != "") { print "hit " p hit; exit }
+                for (i = 1; i <= nc; i++) if (glob(p, rdir "/" hs[i] ".toml")) print "class " p " " hs[i]
+                if (glob(p, rcfg)) print "runsc " p
+            }
+        }' "$@" >"$GVZ_TMP/imports.found"
+    while read -r _what _p _rest; do
+        case $_what in
+        hit) gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_rest" | sed 's/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry" ;;
+        class) gvz_log "note: the imports pattern $_p also matches ${RUNSC_CONFIG%/*}/$_rest.toml, the runsc.toml of the class with handler $_rest: containerd loads it as a config too (2.x logs its keys as unknown; nothing else changes)" ;;
+        runsc) gvz_log "note: the imports pattern $_p also matches $RUNSC_CONFIG, so containerd loads the shim's options file as a config too (2.x logs its keys as unknown; nothing else changes); set RUNSC_CONFIG (values: runscConfig) to a name the pattern does not match to avoid it" ;;
+        esac
+    done <"$GVZ_TMP/imports.found"
 }
 
 # gvz_self_importing FILE... : status 0 when an imports pattern of the config (gvz_imports) matches CONTAINERD_CONFIG
 # itself. A copy validated next to it would then import the live file (containerd skips only the file it started with).
 gvz_self_importing() {
-    gvz_imports "$@" | while IFS= read -r _p; do
-        if gvz_glob_matches "$_p" "$CONTAINERD_CONFIG"; then echo y; fi
-    done | grep -q y
+    awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" -v c="$CONTAINERD_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
+        END { for (i = 1; i <= npat; i++) if (glob(pat[i], c)) exit 0; exit 1 }' "$@"
 }
 
 # gvz_check_is_copy : status 0 when gvz_to_check writes the config as it is (it imports neither itself nor a drop-in
@@ -755,15 +809,17 @@ GVZ_MANAGED='# Managed by gvisorgen'
 # it (mounted in the pod), spelled without glob characters, and whose glob matches the drop-in but not gvisorgen's
 # temp files beside it (containerd would load a half-written one).
 gvz_dropin_path() {
-    gvz_imports "$1" | while IFS= read -r _p; do
-        _d=${_p%/*}
-        case $_d in *[!A-Za-z0-9._/-]* | *//* | */./* | */../* | */. | */..) continue ;; esac
-        case $_d in "$GVZ_CFG_DIR" | "$GVZ_CFG_DIR"/*) ;; *) continue ;; esac
-        gvz_glob_matches "$_p" "$_d/$GVZ_DROPIN_NAME" || continue
-        ! gvz_glob_matches "$_p" "$_d/.$GVZ_DROPIN_NAME.gvisorgen-tmp.1" || continue
-        [ "$_d/$GVZ_DROPIN_NAME" != "$RUNSC_CONFIG" ] || continue
-        echo "$_d/$GVZ_DROPIN_NAME"
-    done | head -n 1
+    awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" -v cfg="$GVZ_CFG_DIR" -v n="$GVZ_DROPIN_NAME" \
+        -v r="$RUNSC_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
+        END {
+            for (i = 1; i <= npat; i++) {
+                p = pat[i]; d = p; sub(/\/[^\/]*$/, "", d)
+                if (d ~ /[^A-Za-z0-9._\/-]/ || index(d, "//") || index(d "/", "/./") || index(d "/", "/../")) continue
+                if (d != cfg && index(d, cfg "/") != 1) continue
+                if (!glob(p, d "/" n) || glob(p, d "/." n ".gvisorgen-tmp.1") || d "/" n == r) continue
+                print d "/" n; exit
+            }
+        }' "$1"
 }
 
 # gvz_is_managed FILE : a plain file (not a symlink) whose first line is gvisorgen's managed header.

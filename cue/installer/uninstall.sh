@@ -60,7 +60,8 @@ if [ -f "$CFG" ]; then
     cur_state=rejected
     if gvz_dump "$CONTAINERD_CONFIG" "$T/cur.dump" "$T/cur.err"; then
         cur_state=ok
-        addr=$(gvz_grpc_address "$T/cur.dump")
+        gvz_fact "$T/cur.dump" addr
+        addr=$GVZ_FACT
     fi
 fi
 # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
@@ -146,13 +147,12 @@ if { [ -n "$has_block" ] || [ -n "$dins" ]; } && [ -f "$CFG" ]; then
     fi
     gvz_dump "$GVZ_CHECK" "$T/cand.dump" "$T/cand.err" ||
         gvz_die "the host's containerd rejects $CONTAINERD_CONFIG without gvisorgen's runtime ($(first_error "$T/cand.err")); not touching it"
-    p=$(gvz_dump_prefix "$T/cand.dump")
-    d=$(gvz_dump_key "$T/cand.dump" "$p" default_runtime_name)
-    d=${d:-runc}
-    gvz_dump_has_runtime "$T/cand.dump" "$p" "$d" ||
+    gvz_fact "$T/cand.dump" default
+    d=${GVZ_FACT:-runc}
+    gvz_dump_defines "$T/cand.dump" "$d" ||
         gvz_die "without gvisorgen's runtime the default runtime '$d' would be missing; not touching $CONTAINERD_CONFIG"
     for h in runsc $GVZ_CLASSES; do
-        if gvz_dump_has_runtime "$T/cand.dump" "$p" "$h"; then
+        if gvz_dump_defines "$T/cand.dump" "$h"; then
             gvz_log "a $h runtime that gvisorgen did not write stays (in $CONTAINERD_CONFIG or a file it imports)"
         fi
     done

@@ -1,0 +1,77 @@
+//go:build nodetest
+
+package node
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGlobAgreesWithGo: lib.sh's glob (GVZ_AWK_GLOB, behind gvz_glob_matches and every awk program that matches an
+// imports pattern) says what Go's filepath.Match, which containerd's imports Glob uses, says for the same pattern and
+// path. A disagreement is a refusal missed (a pattern that loads gvisorgen's bookkeeping files), a drop-in written where
+// containerd never loads it, or a self-import not seen. One busybox shell judges every pair.
+func TestGlobAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	patterns := []string{
+		"/etc/containerd/*.toml", "/etc/containerd/conf.d/*", "/etc/containerd/*", "*.toml", "/etc/*/config.toml",
+		"/etc/containerd/config.toml.*", "/etc/containerd/config.toml?gvisorgen-applied", "/etc/containerd/?",
+		"/etc/containerd/[a-c]*.toml", "/etc/containerd/[!a-c]*.toml", "/etc/containerd/[^a-c]*.toml",
+		"/etc/containerd/[cx]onfig.toml", "/etc/containerd/conf.[d]/*.toml", "/etc/containerd/\\*.toml",
+		"/etc/containerd/conf\\.d/*.toml", "/etc/containerd/.*", "/etc/containerd/*.gvisorgen-*",
+		"/etc/containerd/config.toml", "/etc/containerd/conf.d/gvisorgen-runsc.tom?", "/etc/containerd/**/*.toml",
+		"/etc/containerd/a+b(c)/{x}|$^.toml", "/etc/containerd/[.]*", "/etc/containerd/*[0-9]",
+		"/etc/containerd/\\^x", "/etc/containerd/\\\\x", "/etc/containerd/\\]x", "/etc/containerd/\\/x", "/etc/containerd/[^^]*",
+	}
+	paths := []string{
+		"/etc/containerd/config.toml", "/etc/containerd/config.toml.gvisorgen-applied",
+		"/etc/containerd/config.toml.gvisorgen-backup", "/etc/containerd/.config.toml.gvisorgen-tmp.1",
+		"/etc/containerd/conf.d/gvisorgen-runsc.toml", "/etc/containerd/conf.d/.gvisorgen-runsc.toml.gvisorgen-tmp.1",
+		"/etc/containerd/runsc.toml", "/etc/containerd/a", "/etc/containerd/conf.d", "/etc/containerd/x.toml",
+		"/etc/containerd/*.toml", "/etc/containerd/confxd/a.toml", "/etc/containerd/a+b(c)/{x}|$^.toml",
+		"/etc/containerd/gpu.toml", "/etc/containerd/v2", "/etc/containerd/sub/dir/a.toml",
+		"/etc/containerd/^x", "/etc/containerd/\\x", "/etc/containerd/]x", "/etc/containerd//x", "/etc/containerd/^",
+	}
+	var in strings.Builder
+	type pair struct{ p, s string }
+	var pairs []pair
+	for _, p := range patterns {
+		for _, s := range paths {
+			pairs = append(pairs, pair{p, s})
+			fmt.Fprintf(&in, "%s\n%s\n", p, s)
+		}
+	}
+	cmd := exec.Command(busybox, "sh", "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"
+while IFS= read -r p && IFS= read -r s; do
+    if gvz_glob_matches "$p" "$s"; then echo y; else echo n; fi
+done`)
+	cmd.Env = []string{"PATH=" + bbDir, "GVISORGEN_SCRIPTS=" + scriptsDir}
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := strings.Fields(string(out))
+	if len(got) != len(pairs) {
+		t.Fatalf("%d verdicts for %d pairs: %s", len(got), len(pairs), out)
+	}
+	matched := 0
+	for i, pr := range pairs {
+		want, err := filepath.Match(pr.p, pr.s)
+		if err != nil {
+			t.Fatalf("%q: %v (the corpus holds valid patterns only)", pr.p, err)
+		}
+		if want {
+			matched++
+		}
+		if (got[i] == "y") != want {
+			t.Errorf("glob(%q, %q) = %v, Go's filepath.Match says %v", pr.p, pr.s, got[i] == "y", want)
+		}
+	}
+	if matched < 20 {
+		t.Errorf("only %d of %d pairs match: the corpus no longer exercises matches", matched, len(pairs))
+	}
+}
