@@ -203,20 +203,34 @@ gvz_arch() {
     esac
 }
 
-# gvz_check_pins : every non-blank, non-comment line of GVISOR_SHA512_PINS is "<arch>/<artifact> <128 hex>".
+# gvz_check_pins : every non-blank, non-comment line of GVISOR_SHA512_PINS is "<arch>/<artifact> <128 hex>". Sets
+# GVZ_PINS, the pins gvz_pin reads: one "<arch>/<artifact> <sha512, lower case>" line each, the first of a key winning.
 gvz_check_pins() {
-    printf '%s\n' "$GVISOR_SHA512_PINS" | awk '
+    GVZ_PINS=$(printf '%s\n' "$GVISOR_SHA512_PINS" | awk '
         /^[ \t]*(#.*)?$/ { next }
         {
             ok = (NF == 2 && $1 ~ /^(x86_64|aarch64)\/(runsc|containerd-shim-runsc-v1|gvisor\.tar\.bz2)$/ && length($2) == 128 && $2 ~ /^[0-9a-fA-F]+$/)
             if (!ok) { print "bad GVISOR_SHA512_PINS line: " $0 > "/dev/stderr"; bad = 1 }
+            else if (!seen[$1]++) print $1, tolower($2)
         }
-        END { exit bad }' || gvz_die "GVISOR_SHA512_PINS lines must be '<x86_64|aarch64>/<runsc|containerd-shim-runsc-v1|gvisor.tar.bz2> <128 hex digits>'"
+        END { exit bad }') || gvz_die "GVISOR_SHA512_PINS lines must be '<x86_64|aarch64>/<runsc|containerd-shim-runsc-v1|gvisor.tar.bz2> <128 hex digits>'"
 }
 
-# gvz_pin ARCH ARTIFACT : the pinned sha512 (lower case) or nothing.
+# gvz_pin ARCH ARTIFACT : the pinned sha512 (lower case) or nothing, from GVZ_PINS (gvz_check_pins, which every script
+# that reads a pin runs first). Shell only: install-runsc asks for pins a dozen times a run.
 gvz_pin() {
-    printf '%s\n' "$GVISOR_SHA512_PINS" | awk -v k="$1/$2" '$1 == k { print tolower($2); exit }'
+    _gvz_ifs=$IFS
+    IFS='
+'
+    for _gvz_l in $GVZ_PINS; do
+        case $_gvz_l in "$1/$2 "*)
+            IFS=$_gvz_ifs
+            echo "${_gvz_l#"$1/$2 "}"
+            return 0
+            ;;
+        esac
+    done
+    IFS=$_gvz_ifs
 }
 
 # (one process: the digest cut from sha512sum's line by the shell, not a pipeline into cut; empty when it fails)
