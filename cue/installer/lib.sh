@@ -668,28 +668,89 @@ gvz_unknown_keys() {
 # containerd 2.2+'s built-in imports pattern: its dump lists it whether or not a file imports it (it loads it only then).
 GVZ_BUILTIN_IMPORT='/etc/containerd/conf.d/*.toml'
 
-# GVZ_AWK_GLOB: an awk function, glob(PATTERN, PATH), true when Go's filepath.Match(PATTERN, PATH) would be (`*` and
-# `?` never match a slash, `[...]` classes negated by ^ only (a `!` is itself, as in Go), backslash escapes; a class
-# left open matches nothing; inside a class, a backslash escape or a leading `]` is not Go's: never seen in a config),
-# decided without the file existing. The one spelling of the rule: every awk program that
-# matches an imports pattern prepends it (one process for a whole list, where a shell loop would start one per pattern
-# and path). Patterns reach it from files or ENVIRON, never awk -v, which would unescape `\*` into `*`.
+# GVZ_AWK_GLOB: an awk function, glob(PATTERN, PATH), true when Go's filepath.Match(PATTERN, PATH) is (containerd
+# expands `imports` with filepath.Glob): a port of its algorithm, byte by byte (`*` and `?` never match a slash,
+# `[...]` classes of chars and ranges negated by ^ alone, backslash escapes inside and outside them), so no pattern is
+# ever handed to the regex engine; a pattern Go calls malformed matches nothing (containerd refuses a config with one).
+# The one spelling of the rule: every awk program that matches an imports pattern prepends it (one process for a whole
+# list, where a shell loop would start one per pattern and path). Patterns reach it from files or ENVIRON, never
+# awk -v, which would unescape them. ci/node's TestGlobAgreesWithGo holds it to filepath.Match.
 GVZ_AWK_GLOB='
-function glob(p, s,    re, i, c, j) {
-    re = "^"
+function glob_chunk(c, s,    failed, neg, hit, n, lo, hi, r) {
+    # matches the chunk c (no *) at the start of s: sets glob_rest to what is left of s; 0 no match, -1 malformed
+    failed = 0
+    while (c != "") {
+        if (!failed && s == "") failed = 1
+        if (substr(c, 1, 1) == "[") {
+            r = substr(s, 1, 1); if (!failed) s = substr(s, 2)
+            c = substr(c, 2); neg = 0; hit = 0; n = 0
+            if (substr(c, 1, 1) == "^") { neg = 1; c = substr(c, 2) }
+            while (1) {
+                if (substr(c, 1, 1) == "]" && n > 0) { c = substr(c, 2); break }
+                lo = glob_esc(c); if (lo == "") return -1; c = glob_c
+                hi = lo
+                if (substr(c, 1, 1) == "-") { hi = glob_esc(substr(c, 2)); if (hi == "") return -1; c = glob_c }
+                if (lo <= r && r <= hi) hit = 1
+                n++
+            }
+            if (hit == neg) failed = 1
+        } else if (substr(c, 1, 1) == "?") {
+            if (!failed) { if (substr(s, 1, 1) == "/") failed = 1; s = substr(s, 2) }
+            c = substr(c, 2)
+        } else {
+            if (substr(c, 1, 1) == "\\") { c = substr(c, 2); if (c == "") return -1 }
+            if (!failed) { if (substr(c, 1, 1) != substr(s, 1, 1)) failed = 1; s = substr(s, 2) }
+            c = substr(c, 2)
+        }
+    }
+    if (failed) return 0
+    glob_rest = s
+    return 1
+}
+function glob_esc(c,    x) {
+    # one char of a class (escaped or not) from the start of c: the char, the rest in glob_c; "" when malformed
+    x = substr(c, 1, 1)
+    if (c == "" || x == "-" || x == "]") return ""
+    if (x == "\\") { c = substr(c, 2); x = substr(c, 1, 1); if (c == "") return "" }
+    glob_c = substr(c, 2)
+    if (glob_c == "") return ""
+    return x
+}
+function glob_scan(p,    i, c, inr) {
+    # splits p into glob_star (leading stars), glob_chunk_ (up to the next star outside a class) and glob_p (the rest)
+    glob_star = 0
+    while (substr(p, 1, 1) == "*") { p = substr(p, 2); glob_star = 1 }
+    inr = 0
     for (i = 1; i <= length(p); i++) {
         c = substr(p, i, 1)
-        if (c == "*") re = re "[^/]*"
-        else if (c == "?") re = re "[^/]"
-        else if (c == "\\") { i++; c = substr(p, i, 1); re = re (c ~ /[A-Za-z0-9]/ ? c : "\\" c) }
-        else if (c == "[") {
-            j = index(substr(p, i + 1), "]"); if (j == 0) return 0
-            re = re "[" substr(p, i + 1, j - 1) "]"; i += j
-        }
-        else if (index(".+(){}|^$", c)) re = re "\\" c
-        else re = re c
+        if (c == "\\") { if (i < length(p)) i++ }
+        else if (c == "[") inr = 1
+        else if (c == "]") inr = 0
+        else if (c == "*" && !inr) break
     }
-    return s ~ (re "$")
+    glob_chunk_ = substr(p, 1, i - 1); glob_p = substr(p, i)
+}
+function glob(p, s,    star, chunk, k, i, ok) {
+    while (p != "") {
+        glob_scan(p); star = glob_star; chunk = glob_chunk_; p = glob_p
+        if (star && chunk == "") return index(s, "/") == 0
+        k = glob_chunk(chunk, s)
+        if (k < 0) return 0
+        if (k > 0 && (glob_rest == "" || p != "")) { s = glob_rest; continue }
+        ok = 0
+        if (star) {
+            for (i = 1; i <= length(s) && substr(s, i, 1) != "/"; i++) {
+                k = glob_chunk(chunk, substr(s, i + 1))
+                if (k < 0) return 0
+                if (k > 0) {
+                    if (p == "" && glob_rest != "") continue
+                    s = glob_rest; ok = 1; break
+                }
+            }
+        }
+        if (!ok) return 0
+    }
+    return s == ""
 }'
 
 # gvz_glob_matches PATTERN PATH : status 0 when glob(PATTERN, PATH) (GVZ_AWK_GLOB).
@@ -704,6 +765,21 @@ gvz_glob_matches() {
 # patterns but GVZ_BUILTIN_IMPORT (-v imp_builtin), unless the config's text names it. Variables are prefixed imp_.
 # shellcheck disable=SC2016 # awk's $0, not the shell's
 GVZ_AWK_IMPORTS='
+function imp_basic(v,    o, c, i) {
+    # the escapes of a TOML basic string (\\ \" \t \n \r \b \f) decoded, as containerd reads the entry; others kept
+    o = ""
+    for (i = 1; i <= length(v); i++) {
+        c = substr(v, i, 1)
+        if (c == "\\" && i < length(v)) {
+            i++; c = substr(v, i, 1)
+            if (c == "t") c = "\t"; else if (c == "n") c = "\n"; else if (c == "r") c = "\r"
+            else if (c == "b") c = "\b"; else if (c == "f") c = "\f"
+            else if (c != "\\" && c != "\"") c = "\\" c
+        }
+        o = o c
+    }
+    return o
+}
 FILENAME != imp_file { imp_file = FILENAME; imp_on = 0; imp_done = 0; imp_acc = "" }
 imp_done { next }
 !imp_on && /^[ \t]*\[/ { imp_done = 1; next }
@@ -712,7 +788,9 @@ imp_on {
     imp_acc = imp_acc " " $0
     if ($0 ~ /\]/) {
         while (match(imp_acc, /"[^"]*"|\047[^\047]*\047/)) {
-            imp_p = substr(imp_acc, RSTART + 1, RLENGTH - 2); imp_acc = substr(imp_acc, RSTART + RLENGTH)
+            imp_p = substr(imp_acc, RSTART + 1, RLENGTH - 2)
+            if (substr(imp_acc, RSTART, 1) == "\"") imp_p = imp_basic(imp_p)
+            imp_acc = substr(imp_acc, RSTART + RLENGTH)
             if (substr(imp_p, 1, 1) != "/") imp_p = imp_dir "/" imp_p
             if (FILENAME == ARGV[1]) imp_mine[imp_p] = 1
             else if (imp_p == imp_builtin && !(imp_builtin in imp_mine)) continue
@@ -737,7 +815,8 @@ gvz_imports() {
 # it at its next start (the applied marker is not TOML: containerd would not start). Notes when RUNSC_CONFIG is
 # matched: containerd then loads the shim's options file as a config too (2.x logs its keys as unknown, nothing else).
 gvz_check_imports() {
-    # one line per finding, in the patterns' order: "hit PATTERN FILE...", "class PATTERN HANDLER", "runsc PATTERN"
+    # one line per finding, in the patterns' order, tab-separated (a pattern may hold blanks): "hit PATTERN FILE...",
+    # "class PATTERN HANDLER", "runsc PATTERN"
     awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" \
         -v own="$GVZ_APPLIED $GVZ_BACKUP $GVZ_DROPIN_STAGED $GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1" \
         -v classes="${GVZ_CLASSES:-}" -v rdir="${RUNSC_CONFIG%/*}" -v rcfg="$RUNSC_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
@@ -746,12 +825,13 @@ gvz_check_imports() {
             for (j = 1; j <= npat; j++) {
                 p = pat[j]; hit = ""
                 for (i = 1; i <= no; i++) if (glob(p, ow[i])) hit = hit " " ow[i]
-                if (hit != "") { print "hit " p hit; exit }
-                for (i = 1; i <= nc; i++) if (glob(p, rdir "/" hs[i] ".toml")) print "class " p " " hs[i]
-                if (glob(p, rcfg)) print "runsc " p
+                if (hit != "") { print "hit\t" p "\t" substr(hit, 2); exit }
+                for (i = 1; i <= nc; i++) if (glob(p, rdir "/" hs[i] ".toml")) print "class\t" p "\t" hs[i]
+                if (glob(p, rcfg)) print "runsc\t" p
             }
         }' "$@" >"$GVZ_TMP/imports.found"
-    while read -r _what _p _rest; do
+    _tab=$(printf '\t')
+    while IFS=$_tab read -r _what _p _rest; do
         case $_what in
         hit) gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_rest" | sed 's/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry" ;;
         class) gvz_log "note: the imports pattern $_p also matches ${RUNSC_CONFIG%/*}/$_rest.toml, the runsc.toml of the class with handler $_rest: containerd loads it as a config too (2.x logs its keys as unknown; nothing else changes)" ;;
@@ -827,8 +907,9 @@ gvz_dropin_path() {
         -v r="$RUNSC_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
         END {
             for (i = 1; i <= npat; i++) {
-                p = pat[i]; d = p; sub(/\/[^\/]*$/, "", d)
-                if (d ~ /[^A-Za-z0-9._\/-]/ || index(d, "//") || index(d "/", "/./") || index(d "/", "/../")) continue
+                # (bracket expressions as strings: inside a bracket, "\/" would allow a backslash too)
+                p = pat[i]; d = p; sub("/[^/]*$", "", d)
+                if (d ~ "[^A-Za-z0-9._/-]" || index(d, "//") || index(d "/", "/./") || index(d "/", "/../")) continue
                 if (d != cfg && index(d, cfg "/") != 1) continue
                 if (!glob(p, d "/" n) || glob(p, d "/." n ".gvisorgen-tmp.1") || d "/" n == r) continue
                 print d "/" n; exit
