@@ -471,44 +471,59 @@ gvz_restart_containerd() {
 # ---------------------------------------------------------------------------------------------------------------
 # Reading containerd configs and dumps (awk; TOML headers normalised to double quotes)
 
+# GVZ_AWK_TOML: awk functions that read containerd's TOML the way every reader here does, the one spelling of each
+# rule (prepended to the programs that use them, as GVZ_AWK_GLOB is):
+#   toml_header(LINE)   a table header line's name: brackets and the blanks around them off, single quotes made double
+#                       ('x' -> "x", so that both spellings of a quoted key compare equal);
+#   toml_version(LINE)  1 when LINE is a `version = N` line; sets toml_v to N (blanks and a trailing comment off);
+#   toml_kv(LINE)       1 when LINE is `key = value`; sets toml_k (blanks off) and toml_v (blanks and one pair of outer
+#                       quotes off);
+#   toml_cri(V)         the CRI plugin's containerd table in a config or dump of version V (1, 2, 3 and up).
+GVZ_AWK_TOML='
+function toml_header(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
+function toml_version(line) {
+    if (line !~ /^[ \t]*version[ \t]*=/) return 0
+    toml_v = line; sub(/^[^=]*=[ \t]*/, "", toml_v); sub(/[ \t]*(#.*)?\r?$/, "", toml_v)
+    return 1
+}
+function toml_kv(line,    n) {
+    sub(/^[ \t]+/, "", line)
+    n = index(line, "=")
+    if (n == 0) return 0
+    toml_k = substr(line, 1, n - 1); sub(/[ \t]+$/, "", toml_k)
+    toml_v = substr(line, n + 1); sub(/^[ \t]+/, "", toml_v); sub(/[ \t]+$/, "", toml_v); gsub(/^["\047]|["\047]$/, "", toml_v)
+    return 1
+}
+function toml_cri(v) {
+    if (v !~ /^[+-]?[0-9]+$/) return "plugins.\"io.containerd.grpc.v1.cri\".containerd"
+    if (v + 0 >= 3) return "plugins.\"io.containerd.cri.v1.runtime\".containerd"
+    if (v + 0 <= 1) return "plugins.cri.containerd"
+    return "plugins.\"io.containerd.grpc.v1.cri\".containerd"
+}'
+
 # gvz_file_version FILE : the top-level `version = N` of a config (before any table), 1 when absent.
 gvz_file_version() {
-    awk '
+    awk "$GVZ_AWK_TOML"'
         /^[ \t]*\[/ { exit }
-        /^[ \t]*version[ \t]*=/ {
-            v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[ \t]*(#.*)?\r?$/, "", v); print v; found = 1; exit
-        }
+        toml_version($0) { print toml_v; found = 1; exit }
         END { if (!found) print 1 }' "$1"
 }
 
-# gvz_runtimes_prefix VERSION : the table that holds CRI runtimes for a config of that version.
+# gvz_runtimes_prefix VERSION : the table that holds CRI runtimes for a config of that version (toml_cri).
 gvz_runtimes_prefix() {
-    case $1 in
-    1) echo 'plugins.cri.containerd.runtimes' ;;
-    2) echo 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes' ;;
-    3 | 4) echo 'plugins."io.containerd.cri.v1.runtime".containerd.runtimes' ;;
-    *) return 1 ;;
-    esac
+    awk -v v="$1" "$GVZ_AWK_TOML"' BEGIN { print toml_cri(v) ".runtimes" }'
 }
 
 # gvz_dump_headers DUMP : every table header, normalised ('x' -> "x").
 gvz_dump_headers() {
-    awk '/^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); print h }' "$1"
+    awk "$GVZ_AWK_TOML"' /^[ \t]*\[/ { print toml_header($0) }' "$1"
 }
 
 # gvz_dump_key DUMP TABLE KEY : a key's value (quotes stripped) inside one table of a dump.
 gvz_dump_key() {
-    awk -v t="$2" -v k="$3" '
-        /^[ \t]*\[/ { h = $0; sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); cur = h; next }
-        cur == t {
-            line = $0; sub(/^[ \t]+/, "", line)
-            n = index(line, "=")
-            if (n == 0) next
-            key = substr(line, 1, n - 1); sub(/[ \t]+$/, "", key)
-            if (key != k) next
-            v = substr(line, n + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v)
-            gsub(/^["\047]|["\047]$/, "", v); print v; exit
-        }' "$1"
+    awk -v t="$2" -v k="$3" "$GVZ_AWK_TOML"'
+        /^[ \t]*\[/ { cur = toml_header($0); next }
+        cur == t && toml_kv($0) && toml_k == k { print toml_v; exit }' "$1"
 }
 
 # gvz_dump_has_runtime DUMP PREFIX NAME : does the dump define PREFIX.runtimes.NAME?
@@ -518,35 +533,25 @@ gvz_dump_has_runtime() {
 
 # gvz_dump_facts DUMP : what the installer asks of a dump, read in one pass (gvz_dump writes it beside the dump as
 # DUMP.facts; the accessors below read it without starting a process):
-#   version V     the dump's version line (gvz_file_version): containerd 1.x dumps version 2, 2.x dumps 3 or more;
-#   prefix P      the effective CRI containerd table: plugins."io.containerd.cri.v1.runtime".containerd for version 3
-#                 or more, plugins."io.containerd.grpc.v1.cri".containerd below;
-#   default NAME  P's default_runtime_name (quotes stripped, as gvz_dump_key reads a key; empty when unset);
+#   version V     the dump's version line (toml_version): containerd 1.x dumps version 2, 2.x dumps 3 or more;
+#   prefix P      the effective CRI containerd table (toml_cri of V);
+#   default NAME  P's default_runtime_name (toml_kv's value; empty when unset);
 #   addr A        the socket containerd listens on: [grpc] address (1.x), else the server.v1.grpc plugin's (2.x), else
 #                 /run/containerd/containerd.sock;
 #   runtime NAME  for each P.runtimes.NAME or P.runtimes."NAME" table (a subtable is not a runtime).
 gvz_dump_facts() {
-    awk '
-        function norm(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
-        /^[ \t]*\[/ { cur = norm($0); intable = 1; hdr[++nh] = cur; next }
-        !intable && !vdone && /^[ \t]*version[ \t]*=/ {
-            v = $0; sub(/^[^=]*=[ \t]*/, "", v); sub(/[ \t]*(#.*)?\r?$/, "", v); version = v; vdone = 1
-        }
-        {
-            line = $0; sub(/^[ \t]+/, "", line)
-            n = index(line, "=")
-            if (n == 0) next
-            key = substr(line, 1, n - 1); sub(/[ \t]+$/, "", key)
-            if (key == "default_runtime_name") tk = "d\t" cur
-            else if (key == "address") tk = "a\t" cur
+    awk "$GVZ_AWK_TOML"'
+        /^[ \t]*\[/ { cur = toml_header($0); intable = 1; hdr[++nh] = cur; next }
+        !intable && !vdone && toml_version($0) { version = toml_v; vdone = 1 }
+        toml_kv($0) {
+            if (toml_k == "default_runtime_name") tk = "d\t" cur
+            else if (toml_k == "address") tk = "a\t" cur
             else next
-            if (tk in val) next
-            v = substr(line, n + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v)
-            gsub(/^["\047]|["\047]$/, "", v); val[tk] = v
+            if (!(tk in val)) val[tk] = toml_v
         }
         END {
             if (!vdone) version = 1
-            p = (version ~ /^[+-]?[0-9]+$/ && version + 0 >= 3) ? "plugins.\"io.containerd.cri.v1.runtime\".containerd" : "plugins.\"io.containerd.grpc.v1.cri\".containerd"
+            p = toml_cri(version)
             a = val["a\tgrpc"]
             if (a == "") a = val["a\tplugins.\"io.containerd.server.v1.grpc\""]
             if (a == "") a = "/run/containerd/containerd.sock"
@@ -586,11 +591,10 @@ gvz_dump_defines() {
 # sorted `key = value` lines, its subtables' keys prefixed (`options.ConfigPath = "..."`), quotes normalised to double,
 # an array or inline table spread over several lines joined: what containerd would run the handler with.
 gvz_handler_keys() {
-    awk -v t="$2" '
-        function norm(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
+    awk -v t="$2" "$GVZ_AWK_TOML"'
         BEGIN { tq = t; sub(/\.[^.]*$/, "", tq); name = t; sub(/^.*\./, "", name); tq = tq ".\"" name "\"" }
         /^[ \t]*\[/ {
-            h = norm($0); cur = ""
+            h = toml_header($0); cur = ""
             if (h == t || h == tq) cur = "."
             else if (index(h, t ".") == 1) cur = substr(h, length(t) + 2) "."
             else if (index(h, tq ".") == 1) cur = substr(h, length(tq) + 2) "."
@@ -925,9 +929,8 @@ gvz_is_managed() {
 # gvz_dump_sans DUMP TABLE : the dump without TABLE and its subtables, and without the top-level `imports` line (the
 # validated copies list their files explicitly): what must stay byte for byte when a drop-in adds only TABLE.
 gvz_dump_sans() {
-    awk -v t="$2" '
-        function norm(h) { sub(/^[ \t]*\[+[ \t]*/, "", h); sub(/[ \t]*\]+[ \t]*$/, "", h); gsub(/\047/, "\"", h); return h }
-        /^[ \t]*\[/ { h = norm($0); drop = (h == t || index(h, t ".") == 1); intable = 1 }
+    awk -v t="$2" "$GVZ_AWK_TOML"'
+        /^[ \t]*\[/ { h = toml_header($0); drop = (h == t || index(h, t ".") == 1); intable = 1 }
         !intable && /^[ \t]*imports[ \t]*=/ { next }
         !drop { print }' "$1"
 }
