@@ -518,20 +518,23 @@ func TestImportGlobs(t *testing.T) {
 		if mode == "block" {
 			continue
 		}
-		t.Run("glob-reaching-bookkeeping-files-refused/"+ver, func(t *testing.T) {
-			h := newHost(t, ver)
-			orig := "version = 2\nimports = [\"/etc/containerd/config.toml*\"]\n"
-			h.setConfig(orig)
-			h.startContainerd()
-			h.mustRun("install-runsc.sh", nil)
-			before := h.restarts()
-			r := h.run("configure-containerd.sh", nil)
-			h.assertRefused(r, `the imports pattern /etc/containerd/config\.toml\* of /etc/containerd/config\.toml matches files gvisorgen writes .*/etc/containerd/config\.toml\.gvisorgen-applied.*Fix: narrow the pattern`, before, orig)
-			for _, f := range []string{"config.toml.gvisorgen-backup", "config.toml.gvisorgen-applied", "runsc.toml"} {
-				if h.exists("/etc/containerd/" + f) {
-					t.Fatalf("%s written on a refusal", f)
+		// containerd cleans a pattern (filepath.Clean) before it globs it: each spelling below is config.toml* to it
+		for i, pat := range []string{"/etc/containerd/config.toml*", "./config.toml*", "/etc/containerd/conf.d/../config.toml*", "/etc//containerd/./config.toml*"} {
+			t.Run(fmt.Sprintf("glob-reaching-bookkeeping-files-refused/%s/%d", ver, i), func(t *testing.T) {
+				h := newHost(t, ver)
+				orig := "version = 2\nimports = [\"" + pat + "\"]\n"
+				h.setConfig(orig)
+				h.startContainerd()
+				h.mustRun("install-runsc.sh", nil)
+				before := h.restarts()
+				r := h.run("configure-containerd.sh", nil)
+				h.assertRefused(r, `the imports pattern /etc/containerd/config\.toml\* of /etc/containerd/config\.toml matches files gvisorgen writes .*/etc/containerd/config\.toml\.gvisorgen-applied.*Fix: narrow the pattern`, before, orig)
+				for _, f := range []string{"config.toml.gvisorgen-backup", "config.toml.gvisorgen-applied", "runsc.toml"} {
+					if h.exists("/etc/containerd/" + f) {
+						t.Fatalf("%s written on a refusal", f)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -633,13 +633,12 @@ gvz_judge_handler() {
     [ ! -s "$GVZ_TMP/judge" ]
 }
 
-# gvz_import_files PATTERNS : every file the imports patterns (one per line, absolute: gvz_imports) match on the host
-# now, in glob order, without CONTAINERD_CONFIG and gvisorgen's own files next to it; one host path per line.
+# gvz_import_files PATTERNS : every file the imports patterns (one per line, absolute: gvz_imports) make containerd
+# load on the host now (gvz_import_expand), in its order, without CONTAINERD_CONFIG and gvisorgen's own files next to
+# it; one host path per line.
 gvz_import_files() {
-    # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, in glob order
-    gvz_host sh -c 'while IFS= read -r p; do for f in $p; do [ ! -f "$f" ] || echo "$f"; done; done' <"$1" |
-        awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="$GVZ_APPLIED" -v d="$GVZ_BACKUP" -v e="$GVZ_DROPIN_STAGED" \
-            '$0 != a && $0 != b && $0 != c && $0 != d && $0 != e && !seen[$0]++'
+    gvz_import_expand "$1" | awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="$GVZ_APPLIED" -v d="$GVZ_BACKUP" \
+        -v e="$GVZ_DROPIN_STAGED" '$0 != a && $0 != b && $0 != c && $0 != d && $0 != e && !seen[$0]++'
 }
 
 # gvz_handler_files BASE PATTERNS NAME : the files that define the runtime handler NAME: BASE (the config without
@@ -676,6 +675,7 @@ GVZ_BUILTIN_IMPORT='/etc/containerd/conf.d/*.toml'
 # expands `imports` with filepath.Glob): a port of its algorithm, byte by byte (`*` and `?` never match a slash,
 # `[...]` classes of chars and ranges negated by ^ alone, backslash escapes inside and outside them), so no pattern is
 # ever handed to the regex engine; a pattern Go calls malformed matches nothing (containerd refuses a config with one).
+# glob_import(ENTRY, PATH) is containerd's rule for an imports entry: globbed when it holds a `*`, else a path.
 # The one spelling of the rule: every awk program that matches an imports pattern prepends it (one process for a whole
 # list, where a shell loop would start one per pattern and path). Patterns reach it from files or ENVIRON, never
 # awk -v, which would unescape them. ci/node's TestGlobAgreesWithGo holds it to filepath.Match.
@@ -755,6 +755,10 @@ function glob(p, s,    star, chunk, k, i, ok) {
         if (!ok) return 0
     }
     return s == ""
+}
+function glob_import(p, s) {
+    # containerd globs an imports entry only when it holds a *; any other entry is a path (resolveImports)
+    return index(p, "*") ? glob(p, s) : p == s
 }'
 
 # gvz_glob_matches PATTERN PATH : status 0 when glob(PATTERN, PATH) (GVZ_AWK_GLOB).
@@ -762,11 +766,17 @@ gvz_glob_matches() {
     GVZ_GLOB_P=$1 GVZ_GLOB_S=$2 awk "$GVZ_AWK_GLOB"' BEGIN { exit !glob(ENVIRON["GVZ_GLOB_P"], ENVIRON["GVZ_GLOB_S"]) }'
 }
 
+# gvz_import_matches ENTRY PATH : status 0 when containerd loads PATH for the imports entry ENTRY (glob_import).
+gvz_import_matches() {
+    GVZ_GLOB_P=$1 GVZ_GLOB_S=$2 awk "$GVZ_AWK_GLOB"' BEGIN { exit !glob_import(ENVIRON["GVZ_GLOB_P"], ENVIRON["GVZ_GLOB_S"]) }'
+}
+
 # GVZ_AWK_IMPORTS: awk rules that collect the imports patterns of the files awk reads into pat[1..npat], in order and
 # without repeats (gvz_imports says which); the program's own END block uses them. Each file's patterns are the entries
 # of its top-level `imports` array (single- or multi-line, before any table), a relative one resolved against the
-# config's folder (-v imp_dir) as containerd does. The first file is the config's text; a later one (its dump) adds its
-# patterns but GVZ_BUILTIN_IMPORT (-v imp_builtin), unless the config's text names it. Variables are prefixed imp_.
+# config's folder (-v imp_dir), each cleaned (filepath.Clean) as containerd does. The first file is the config's text;
+# a later one (its dump) adds its patterns but GVZ_BUILTIN_IMPORT (-v imp_builtin), unless the config's text names it.
+# Variables are prefixed imp_.
 # shellcheck disable=SC2016 # awk's $0, not the shell's
 GVZ_AWK_IMPORTS='
 function imp_basic(v,    o, c, i) {
@@ -784,6 +794,19 @@ function imp_basic(v,    o, c, i) {
     }
     return o
 }
+function imp_clean(p,    n, c, i, k, o, out) {
+    # Go filepath.Clean of an absolute path, as containerd cleans each entry before it globs it: no empty, "." or ".."
+    # part ("./x*" next to the config is <dir>/x* to containerd, and must be to every check here too)
+    n = split(p, c, "/"); k = 0
+    for (i = 1; i <= n; i++) {
+        if (c[i] == "" || c[i] == ".") continue
+        if (c[i] == "..") { if (k > 0) k--; continue }
+        o[++k] = c[i]
+    }
+    out = ""
+    for (i = 1; i <= k; i++) out = out "/" o[i]
+    return out == "" ? "/" : out
+}
 FILENAME != imp_file { imp_file = FILENAME; imp_on = 0; imp_done = 0; imp_acc = "" }
 imp_done { next }
 !imp_on && /^[ \t]*\[/ { imp_done = 1; next }
@@ -796,6 +819,7 @@ imp_on {
             if (substr(imp_acc, RSTART, 1) == "\"") imp_p = imp_basic(imp_p)
             imp_acc = substr(imp_acc, RSTART + RLENGTH)
             if (substr(imp_p, 1, 1) != "/") imp_p = imp_dir "/" imp_p
+            imp_p = imp_clean(imp_p)
             if (FILENAME == ARGV[1]) imp_mine[imp_p] = 1
             else if (imp_p == imp_builtin && !(imp_builtin in imp_mine)) continue
             if (!imp_seen[imp_p]++) pat[++npat] = imp_p
@@ -828,10 +852,10 @@ gvz_check_imports() {
             no = split(own, ow, " "); nc = split(classes, hs, " ")
             for (j = 1; j <= npat; j++) {
                 p = pat[j]; hit = ""
-                for (i = 1; i <= no; i++) if (glob(p, ow[i])) hit = hit " " ow[i]
+                for (i = 1; i <= no; i++) if (glob_import(p, ow[i])) hit = hit " " ow[i]
                 if (hit != "") { print "hit\t" p "\t" substr(hit, 2); exit }
-                for (i = 1; i <= nc; i++) if (glob(p, rdir "/" hs[i] ".toml")) print "class\t" p "\t" hs[i]
-                if (glob(p, rcfg)) print "runsc\t" p
+                for (i = 1; i <= nc; i++) if (glob_import(p, rdir "/" hs[i] ".toml")) print "class\t" p "\t" hs[i]
+                if (glob_import(p, rcfg)) print "runsc\t" p
             }
         }' "$@" >"$GVZ_TMP/imports.found"
     _tab=$(printf '\t')
@@ -848,7 +872,7 @@ gvz_check_imports() {
 # itself. A copy validated next to it would then import the live file (containerd skips only the file it started with).
 gvz_self_importing() {
     awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" -v c="$CONTAINERD_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
-        END { for (i = 1; i <= npat; i++) if (glob(pat[i], c)) exit 0; exit 1 }' "$@"
+        END { for (i = 1; i <= npat; i++) if (glob_import(pat[i], c)) exit 0; exit 1 }' "$@"
 }
 
 # gvz_check_is_copy : status 0 when gvz_to_check writes the config as it is (it imports neither itself nor a drop-in
@@ -857,33 +881,22 @@ gvz_check_is_copy() { [ -z "${GVZ_SELF_IMPORT:-}" ] && [ -z "${GVZ_DROPIN:-}" ];
 
 # gvz_to_check SRC IMPORTS [STAGED] : writes SRC to the candidate path for `config dump`. The copy gets an explicit
 # `imports` list when the config imports itself (gvz_self_importing) or a drop-in folder of gvisorgen's (GVZ_DROPIN set):
-# every file the patterns of IMPORTS (the config's own, gvz_imports of its text) match on the host now, in containerd's
-# order (pattern by pattern, each glob's matches sorted bytewise as Go's filepath.Glob does, a file loaded once), except
-# CONTAINERD_CONFIG, the candidate and gvisorgen's drop-in as it is on disk; with STAGED, the staged drop-in takes
-# GVZ_DROPIN's place in that order, so that the copy loads exactly what containerd will load at its next start.
+# every file the patterns of IMPORTS (the config's own, gvz_imports of its text) make containerd load on the host now,
+# in its order (gvz_import_expand), except CONTAINERD_CONFIG, the candidate and gvisorgen's drop-in as it is on disk;
+# with STAGED, the staged drop-in takes GVZ_DROPIN's place in that order (as if GVZ_DROPIN were there), so that the
+# copy loads exactly what containerd will load at its next start.
 gvz_to_check() {
     if gvz_check_is_copy; then
         cp "$1" "$HOST_ROOT$GVZ_CHECK"
         return
     fi
-    _tab=$(printf '\t')
     _files=$(
-        {
-            # shellcheck disable=SC2016 # expanded by the host shell: every file each pattern matches, with its pattern's rank
-            gvz_host sh -c 'n=0; while IFS= read -r p; do n=$((n+1)); for f in $p; do [ ! -f "$f" ] || printf "%s\t%s\n" "$n" "$f"; done; done' <"$2" |
-                awk -F "$_tab" -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v c="${GVZ_DROPIN:-}" '$2 != a && $2 != b && $2 != c'
-            if [ -n "${3:-}" ]; then
-                _n=0
-                while IFS= read -r _p; do
-                    _n=$((_n + 1))
-                    if gvz_glob_matches "$_p" "$GVZ_DROPIN"; then
-                        printf '%s\t%s\n' "$_n" "$GVZ_DROPIN"
-                        break
-                    fi
-                done <"$2"
-            fi
-        } | LC_ALL=C sort -t "$_tab" -k1,1n -k2 |
-            awk -F "$_tab" -v d="${GVZ_DROPIN:-}" -v s="${3:-}" '!seen[$2]++ { f = $2; if (f == d) f = s; printf "%s\"%s\"", (n++ ? ", " : ""), f }'
+        GVZ_EXPAND_AS=${3:+${GVZ_DROPIN:-}} gvz_import_expand "$2" |
+            awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v d="${GVZ_DROPIN:-}" -v s="${3:-}" '
+                function basic(f) { gsub(/\\/, "\\\\", f); gsub(/"/, "\\\"", f); gsub(/\t/, "\\t", f); return "\"" f "\"" }
+                $0 == a || $0 == b || seen[$0]++ { next }
+                $0 == d { if (s == "") next; $0 = s }
+                { printf "%s%s", (n++ ? ", " : ""), basic($0) }'
     )
     {
         printf 'imports = [%s]\n' "$_files"
@@ -893,6 +906,89 @@ gvz_to_check() {
             !intable && /^[ \t]*imports[ \t]*=/ { if ($0 !~ /\]/) skip = 1; next }
             { print }' "$1"
     } >"$HOST_ROOT$GVZ_CHECK"
+}
+
+# gvz_import_expand PATTERNS : the paths containerd loads for the imports entries of PATTERNS (one per line, absolute
+# and cleaned: gvz_imports), in its order, regular files only (a folder or a missing path is no config), one per line,
+# repeats left in. As containerd's resolveImports: an entry holding a `*` is expanded as Go's filepath.Glob does (part
+# by part from the first with a glob character, each folder's names sorted bytewise, dot files included, glob_import
+# judging each name), any other entry is a path. The host is asked once per globbed part (one `sh` listing the folders
+# of that round: their names and types). With GVZ_EXPAND_AS=PATH, PATH counts as a file there (the staged drop-in's
+# place). Names holding a newline are not listed (they cannot be written one per line).
+gvz_import_expand() {
+    # a round's records, one field per line (a name may hold a tab): "F" DIR REST (the folder DIR, then the parts REST
+    # still to match), "L" PATH (a path, kept if a file), "R" PATH (a result); the host's requests: "D"DIR or "T"PATH
+    # (files emptied with `:` and swapped by name: no process for either, this runs several times a configure run)
+    : >"$GVZ_TMP/expand.req"
+    _in=$GVZ_TMP/expand.0 _out=$GVZ_TMP/expand.1
+    awk -v req="$GVZ_TMP/expand.req" '
+        function meta(s) { return index(s, "*") || index(s, "?") || index(s, "[") || index(s, "\\") }
+        !index($0, "*") { print "L"; print $0; print "T" $0 >req; next }
+        {
+            n = split(substr($0, 2), c, "/"); d = ""
+            for (i = 1; i < n && !meta(c[i]); i++) d = d "/" c[i]
+            if (d == "") d = "/"
+            r = c[i]
+            for (i++; i <= n; i++) r = r "/" c[i]
+            print "F"; print d; print r; print "D" d >req
+        }' "$1" >"$_in"
+    while [ -s "$GVZ_TMP/expand.req" ]; do
+        # shellcheck disable=SC2016 # run by the host shell: each folder's names with their types, or one path's type
+        gvz_host sh -c 'nl="
+"
+            while IFS= read -r q; do
+                p=${q#?}
+                case $q in T*)
+                    if [ -f "$p" ]; then echo Tf; else echo To; fi
+                    continue
+                    ;;
+                esac
+                printf "D%s\n" "$p"
+                for f in "$p"/* "$p"/.*; do
+                    n=${f##*/}
+                    case $n in . | .. | *"$nl"*) continue ;; esac
+                    if [ -f "$f" ]; then t=f; elif [ -d "$f" ]; then t=d; elif [ -e "$f" ] || [ -L "$f" ]; then t=o; else continue; fi
+                    printf "%s%s\n" "$t" "$n"
+                done
+            done' <"$GVZ_TMP/expand.req" >"$GVZ_TMP/expand.list"
+        : >"$GVZ_TMP/expand.req"
+        LC_ALL=C awk -v as="${GVZ_EXPAND_AS:-}" -v req="$GVZ_TMP/expand.req" "$GVZ_AWK_GLOB"'
+            function join(d, n) { return d == "/" ? "/" n : d "/" n }
+            function add(d, n, t,    k) {
+                # a folder s names, kept sorted bytewise (compared as strings: "10" before "9")
+                if ((d, n) in typ) return
+                typ[d, n] = t
+                k = ++cnt[d]
+                while (k > 1 && (name[d, k - 1] "") > (n "")) { name[d, k] = name[d, k - 1]; k-- }
+                name[d, k] = n
+            }
+            BEGIN { as_dir = as; sub(/\/[^\/]*$/, "", as_dir); if (as_dir == "") as_dir = "/"; as_name = as; sub(/^.*\//, "", as_name) }
+            FILENAME == ARGV[1] {
+                c = substr($0, 1, 1); v = substr($0, 2)
+                if (c == "T") ltype[++nt] = v
+                else if (c == "D") { cur = v; cnt[cur] += 0; if (as != "" && cur == as_dir) add(cur, as_name, "f") }
+                else add(cur, v, c)
+                next
+            }
+            rec == "" { rec = $0; nf = 0; next }
+            { f[++nf] = $0 }
+            rec == "R" { print "R"; print f[1]; rec = ""; next }
+            rec == "L" { if (ltype[++lt] == "f") { print "R"; print f[1] } rec = ""; next }
+            rec == "F" && nf == 2 {
+                d = f[1]; part = f[2]; rest = ""
+                if (i = index(part, "/")) { rest = substr(part, i + 1); part = substr(part, 1, i - 1) }
+                for (k = 1; k <= cnt[d]; k++) {
+                    n = name[d, k]
+                    if (!glob(part, n)) continue
+                    if (rest == "" && typ[d, n] == "f") { print "R"; print join(d, n) }
+                    else if (rest != "" && typ[d, n] == "d") { print "F"; print join(d, n); print rest; print "D" join(d, n) >req }
+                }
+                rec = ""
+            }' "$GVZ_TMP/expand.list" "$_in" >"$_out"
+        _t=$_in _in=$_out _out=$_t
+    done
+    # only results are left: "R" and a path each
+    while IFS= read -r _r && IFS= read -r _p; do printf '%s\n' "$_p"; done <"$_in"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -915,7 +1011,7 @@ gvz_dropin_path() {
                 p = pat[i]; d = p; sub("/[^/]*$", "", d)
                 if (d ~ "[^A-Za-z0-9._/-]" || index(d, "//") || index(d "/", "/./") || index(d "/", "/../")) continue
                 if (d != cfg && index(d, cfg "/") != 1) continue
-                if (!glob(p, d "/" n) || glob(p, d "/." n ".gvisorgen-tmp.1") || d "/" n == r) continue
+                if (!glob_import(p, d "/" n) || glob_import(p, d "/." n ".gvisorgen-tmp.1") || d "/" n == r) continue
                 print d "/" n; exit
             }
         }' "$1"

@@ -108,7 +108,7 @@ if [ "$GVISOR_MODE" = install ]; then
         find "$HOST_ROOT$d" -mindepth 1 -maxdepth 1 ! -type d | while IFS= read -r hf; do
             f=${hf#"$HOST_ROOT"}
             case $f in "$CONTAINERD_CONFIG" | "$GVZ_CHECK" | "$GVZ_DROPIN_STAGED" | "$GVZ_APPLIED" | "$GVZ_BACKUP" | *.gvisorgen-tmp.*) continue ;; esac
-            gvz_glob_matches "$p" "$f" || continue
+            gvz_import_matches "$p" "$f" || continue
             awk -v f="$f" 'index($0, "file ") == 1 && substr($0, 135) == f { found = 1 } END { exit !found }' "$APPLIED" ||
                 not_ready "a new file $f, which containerd imports ($p), appeared since configure-containerd judged the runsc handler (it may redefine it: restart the installer's pod to judge it again)"
         done
