@@ -518,17 +518,29 @@ func TestImportGlobs(t *testing.T) {
 		if mode == "block" {
 			continue
 		}
-		// containerd cleans a pattern (filepath.Clean) before it globs it: each spelling below is config.toml* to it
-		for i, pat := range []string{"/etc/containerd/config.toml*", "./config.toml*", "/etc/containerd/conf.d/../config.toml*", "/etc//containerd/./config.toml*"} {
+		// Each imports array below reaches config.toml* as containerd reads it: cleaned (filepath.Clean) before it is
+		// globbed, TOML's strings, escapes, comments and line breaks read as go-toml reads them. The last one holds an
+		// escape the installer does not decode (beyond ASCII): refused for that, since it cannot judge what is loaded.
+		hit := `the imports pattern /etc/containerd/config\.toml\* of /etc/containerd/config\.toml matches files gvisorgen writes .*/etc/containerd/config\.toml\.gvisorgen-applied.*Fix: narrow the pattern`
+		for i, arr := range []string{`["/etc/containerd/config.toml*"]`, `["./config.toml*"]`,
+			`["/etc/containerd/conf.d/../config.toml*"]`, `["/etc//containerd/./config.toml*"]`,
+			"[\n  \"/etc/containerd/conf.d/[0-9]*.toml\",\n  \"/etc/containerd/config.toml*\",\n]",
+			"[\n  # don't remove: drop-ins\n  \"/etc/containerd/config.toml*\", # it's ours\n]",
+			`["/x/none\"*", "/etc/containerd/config.toml*"]`, `["/etc/containerd/config.toml\u002a"]`,
+			`["/etc/containerd/conf.d/\u00e9*.toml", "/etc/containerd/config.toml*"]`} {
 			t.Run(fmt.Sprintf("glob-reaching-bookkeeping-files-refused/%s/%d", ver, i), func(t *testing.T) {
 				h := newHost(t, ver)
-				orig := "version = 2\nimports = [\"" + pat + "\"]\n"
+				orig := "version = 2\nimports = " + arr + "\n"
 				h.setConfig(orig)
 				h.startContainerd()
 				h.mustRun("install-runsc.sh", nil)
 				before := h.restarts()
 				r := h.run("configure-containerd.sh", nil)
-				h.assertRefused(r, `the imports pattern /etc/containerd/config\.toml\* of /etc/containerd/config\.toml matches files gvisorgen writes .*/etc/containerd/config\.toml\.gvisorgen-applied.*Fix: narrow the pattern`, before, orig)
+				want := hit
+				if strings.Contains(arr, `\u00e9`) {
+					want = `cannot read the imports of /etc/containerd/config\.toml exactly \(its text: an imports entry with a \\u escape beyond printable ASCII\).*nothing was changed`
+				}
+				h.assertRefused(r, want, before, orig)
 				for _, f := range []string{"config.toml.gvisorgen-backup", "config.toml.gvisorgen-applied", "runsc.toml"} {
 					if h.exists("/etc/containerd/" + f) {
 						t.Fatalf("%s written on a refusal", f)

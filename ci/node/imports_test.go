@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // containerdImports is containerd's resolveImports (cmd/containerd/server/config, the same in 1.6 and 1.7): each
@@ -98,10 +100,10 @@ func TestImportExpansionAgreesWithContainerd(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(busybox, "sh", "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"
-GVZ_HX= GVZ_CFG_DIR=${CONFIG%/*}
+GVZ_HX= GVZ_CFG_DIR=${CONFIG%/*} GVZ_TMP=$TMPD
 gvz_imports "$CONFIG" >"$GVZ_TMP/pats"
 gvz_import_expand "$GVZ_TMP/pats"`)
-		cmd.Env = []string{"PATH=" + bbDir, "GVISORGEN_SCRIPTS=" + scriptsDir, "GVZ_TMP=" + tmp, "CONFIG=" + config,
+		cmd.Env = []string{"PATH=" + bbDir, "GVISORGEN_SCRIPTS=" + scriptsDir, "TMPD=" + tmp, "CONFIG=" + config,
 			"GVZ_BUILTIN_IMPORT=/etc/containerd/conf.d/*.toml"}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -126,5 +128,110 @@ gvz_import_expand "$GVZ_TMP/pats"`)
 	check(entries)
 	if n := len(containerdImports(t, config, entries)); n < 20 {
 		t.Errorf("only %d files loaded by the whole list: the corpus no longer exercises the expansion", n)
+	}
+}
+
+// TestExplicitImportsList: the config copy gvz_to_check writes with an explicit `imports` list (a config that imports
+// itself, or a drop-in folder of gvisorgen's) loads, read by containerd's own rules (go-toml, then resolveImports:
+// an entry with a `*` is globbed again), exactly what the node's containerd loads from the config once gvisorgen's
+// drop-in is written — in its order, the staged drop-in at the drop-in's place, without the config itself and the
+// copy, and without the drop-in as it is on disk when none is staged. Names holding glob characters, quotes,
+// backslashes, tabs and control characters; a drop-in named by a path entry; a drop-in folder that does not exist yet.
+func TestExplicitImportsList(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		entries []string
+		files   []string // under the config's folder
+		dropin  string   // GVZ_DROPIN, relative; "" for none
+		staged  bool
+		onDisk  bool // the drop-in exists on disk (a later run)
+	}{
+		{"star-name-staged", []string{"conf.d/*.toml"}, []string{"conf.d/*.toml", "conf.d/a.toml", "conf.d/z.toml"}, "conf.d/gvisorgen-runsc.toml", true, false},
+		{"star-name-on-disk-left-out", []string{"conf.d/*.toml"}, []string{"conf.d/*.toml", "conf.d/a.toml", "conf.d/z.toml"}, "conf.d/gvisorgen-runsc.toml", false, true},
+		{"star-name-on-disk-staged", []string{"conf.d/*.toml"}, []string{"conf.d/*.toml", "conf.d/a.toml", "conf.d/z.toml"}, "conf.d/gvisorgen-runsc.toml", true, true},
+		{"path-entry-staged", []string{"conf.d/a.toml", "conf.d/gvisorgen-runsc.toml"}, []string{"conf.d/a.toml"}, "conf.d/gvisorgen-runsc.toml", true, false},
+		{"folder-not-there-yet", []string{"*/*.toml", "new.d/*.toml"}, []string{"x.d/y.toml", "a.d/b.toml"}, "new.d/gvisorgen-runsc.toml", true, false},
+		{"self-import", []string{"*.toml", "conf.d/*"}, []string{"*.toml", "a.toml", "conf.d/c.toml"}, "", false, false},
+		{"odd-names", []string{"conf.d/*"}, []string{"conf.d/q\"uote.toml", "conf.d/back\\slash.toml", "conf.d/t\tab.toml", "conf.d/c\x01trl.toml", "conf.d/[x]?.toml", "conf.d/.dot.toml"}, "conf.d/gvisorgen-runsc.toml", true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "etc", "containerd")
+			write := func(rel, text string) {
+				p := filepath.Join(dir, rel)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var cfg strings.Builder
+			cfg.WriteString("version = 2\nimports = [")
+			for _, e := range c.entries {
+				cfg.WriteString("'" + e + "', ")
+			}
+			cfg.WriteString("]\n")
+			config := filepath.Join(dir, "config.toml")
+			write("config.toml", cfg.String())
+			for _, f := range c.files {
+				write(f, "version = 2\n")
+			}
+			check, staged := config+".gvisorgen-check", config+".gvisorgen-dropin"
+			write("config.toml.gvisorgen-dropin", "version = 2\n")
+			dropin := ""
+			if c.dropin != "" {
+				dropin = filepath.Join(dir, c.dropin)
+				if c.onDisk {
+					write(c.dropin, "version = 2\n")
+				}
+			}
+			stagedArg := ""
+			if c.staged {
+				stagedArg = staged
+			}
+			cmd := exec.Command(busybox, "sh", "-c", `set -eu; . "$GVISORGEN_SCRIPTS/lib.sh"
+GVZ_HX= HOST_ROOT= GVZ_CFG_DIR=${CONTAINERD_CONFIG%/*} GVZ_SELF_IMPORT=1 GVZ_TMP=$TMPD
+gvz_imports "$CONTAINERD_CONFIG" >"$GVZ_TMP/pats"
+gvz_to_check "$CONTAINERD_CONFIG" "$GVZ_TMP/pats" $STAGED`)
+			cmd.Env = []string{"PATH=" + bbDir, "GVISORGEN_SCRIPTS=" + scriptsDir, "TMPD=" + t.TempDir(),
+				"CONTAINERD_CONFIG=" + config, "GVZ_CHECK=" + check, "GVZ_DROPIN=" + dropin, "STAGED=" + stagedArg}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			b, err := os.ReadFile(check)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var copyCfg struct{ Imports []string }
+			if err := toml.Unmarshal(b, &copyCfg); err != nil {
+				t.Fatalf("the copy is not TOML containerd reads: %v\n%s", err, b)
+			}
+			got := containerdImports(t, check, copyCfg.Imports)
+
+			// what the node's containerd loads once the drop-in is written (the staged file standing for it)
+			if c.staged && !c.onDisk {
+				write(c.dropin, "version = 2\n")
+			}
+			var want []string
+			for _, f := range containerdImports(t, config, c.entries) {
+				switch {
+				case f == config || f == check:
+				case f == dropin && !c.staged:
+				case f == dropin:
+					want = append(want, staged)
+				default:
+					want = append(want, f)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("the copy loads:\n %q\ncontainerd loads from the config:\n %q\nthe copy's list: %s", got, want, b)
+			}
+			if len(want) < 2 {
+				t.Errorf("only %d files: the case no longer exercises the list", len(want))
+			}
+		})
 	}
 }

@@ -776,24 +776,10 @@ gvz_import_matches() {
 # of its top-level `imports` array (single- or multi-line, before any table), a relative one resolved against the
 # config's folder (-v imp_dir), each cleaned (filepath.Clean) as containerd does. The first file is the config's text;
 # a later one (its dump) adds its patterns but GVZ_BUILTIN_IMPORT (-v imp_builtin), unless the config's text names it.
-# Variables are prefixed imp_.
+# imp_in is 1 on the lines of the array (the key's line included); imp_bad says why a file's array cannot be read
+# exactly (gvz_imports_unreadable). Variables are prefixed imp_; no rule here skips a line for the program's own.
 # shellcheck disable=SC2016 # awk's $0, not the shell's
 GVZ_AWK_IMPORTS='
-function imp_basic(v,    o, c, i) {
-    # the escapes of a TOML basic string (\\ \" \t \n \r \b \f) decoded, as containerd reads the entry; others kept
-    o = ""
-    for (i = 1; i <= length(v); i++) {
-        c = substr(v, i, 1)
-        if (c == "\\" && i < length(v)) {
-            i++; c = substr(v, i, 1)
-            if (c == "t") c = "\t"; else if (c == "n") c = "\n"; else if (c == "r") c = "\r"
-            else if (c == "b") c = "\b"; else if (c == "f") c = "\f"
-            else if (c != "\\" && c != "\"") c = "\\" c
-        }
-        o = o c
-    }
-    return o
-}
 function imp_clean(p,    n, c, i, k, o, out) {
     # Go filepath.Clean of an absolute path, as containerd cleans each entry before it globs it: no empty, "." or ".."
     # part ("./x*" next to the config is <dir>/x* to containerd, and must be to every check here too)
@@ -807,34 +793,74 @@ function imp_clean(p,    n, c, i, k, o, out) {
     for (i = 1; i <= k; i++) out = out "/" o[i]
     return out == "" ? "/" : out
 }
-FILENAME != imp_file { imp_file = FILENAME; imp_on = 0; imp_done = 0; imp_acc = "" }
-imp_done { next }
-!imp_on && /^[ \t]*\[/ { imp_done = 1; next }
-!imp_on && /^[ \t]*imports[ \t]*=/ { imp_on = 1; sub(/^[^=]*=/, "") }
-imp_on {
-    imp_acc = imp_acc " " $0
-    if ($0 ~ /\]/) {
-        while (match(imp_acc, /"[^"]*"|\047[^\047]*\047/)) {
-            imp_p = substr(imp_acc, RSTART + 1, RLENGTH - 2)
-            if (substr(imp_acc, RSTART, 1) == "\"") imp_p = imp_basic(imp_p)
-            imp_acc = substr(imp_acc, RSTART + RLENGTH)
-            if (substr(imp_p, 1, 1) != "/") imp_p = imp_dir "/" imp_p
-            imp_p = imp_clean(imp_p)
-            if (FILENAME == ARGV[1]) imp_mine[imp_p] = 1
-            else if (imp_p == imp_builtin && !(imp_builtin in imp_mine)) continue
-            if (!imp_seen[imp_p]++) pat[++npat] = imp_p
+function imp_add(p) {
+    if (substr(p, 1, 1) != "/") p = imp_dir "/" p
+    p = imp_clean(p)
+    if (FILENAME == ARGV[1]) imp_mine[p] = 1
+    else if (p == imp_builtin && !(imp_builtin in imp_mine)) return
+    if (!imp_seen[p]++) pat[++npat] = p
+}
+function imp_fail(why) { if (imp_bad == "") imp_bad = (imp_file == ARGV[1] ? "its text" : "containerd\047s dump") ": " why; imp_done = 1 }
+function imp_scan(line,    i, c, d, h, cp) {
+    # one line of the array, TOML as containerd reads it: basic strings (escapes decoded), literal strings (raw),
+    # commas, blanks and comments between them, the closing bracket. What this cannot read exactly (a multi-line
+    # string, a \u escape beyond ASCII, anything not a string) sets imp_bad: gvz_check_imports refuses the config.
+    for (i = 1; i <= length(line) && !imp_done; i++) {
+        c = substr(line, i, 1)
+        if (imp_st == "b") {
+            if (c == "\"") { imp_add(imp_cur); imp_st = ""; continue }
+            if (c != "\\") { imp_cur = imp_cur c; continue }
+            i++; c = substr(line, i, 1)
+            if (c == "\\" || c == "\"") imp_cur = imp_cur c
+            else if (c == "t") imp_cur = imp_cur "\t"
+            else if (c == "n") imp_cur = imp_cur "\n"
+            else if (c == "r") imp_cur = imp_cur "\r"
+            else if (c == "b") imp_cur = imp_cur "\b"
+            else if (c == "f") imp_cur = imp_cur "\f"
+            else if (c == "u" || c == "U") {
+                h = substr(line, i + 1, c == "u" ? 4 : 8); cp = 0
+                if (length(h) != (c == "u" ? 4 : 8) || h ~ /[^0-9A-Fa-f]/) { imp_fail("a malformed \\" c " escape in imports"); return }
+                for (d = 1; d <= length(h); d++) cp = cp * 16 + index("0123456789abcdef", tolower(substr(h, d, 1))) - 1
+                if (cp < 32 || cp > 126) { imp_fail("an imports entry with a \\" c " escape beyond printable ASCII"); return }
+                imp_cur = imp_cur sprintf("%c", cp); i += length(h)
+            } else { imp_fail("an unknown escape \\" c " in imports"); return }
+            continue
         }
-        imp_done = 1
+        if (imp_st == "l") { if (c == "\047") { imp_add(imp_cur); imp_st = "" } else imp_cur = imp_cur c; continue }
+        if (c == " " || c == "\t" || c == "," || c == "\r") continue
+        if (c == "#") return
+        if (imp_st == "=") { if (c != "[") { imp_fail("imports is not an array"); return } imp_st = ""; continue }
+        if (c == "]") { imp_done = 1; return }
+        if (c == "\"" || c == "\047") {
+            if (substr(line, i, 3) == c c c) { imp_fail("a multi-line string in imports"); return }
+            imp_st = (c == "\"") ? "b" : "l"; imp_cur = ""; continue
+        }
+        imp_fail("something other than a string in imports"); return
     }
-}'
+    if (imp_st == "b" || imp_st == "l") imp_fail("a string in imports runs past its line")
+}
+FILENAME != imp_file { if (imp_on && !imp_done) imp_fail("imports never closes its array"); imp_file = FILENAME; imp_on = 0; imp_done = 0 }
+{ imp_in = 0 }
+!imp_done && !imp_on && /^[ \t]*\[/ { imp_done = 1 }
+!imp_done && !imp_on && /^[ \t]*(imports|"imports"|\047imports\047)[ \t]*=/ {
+    imp_on = imp_in = 1; imp_st = "="; imp_line = $0; sub(/^[^=]*=/, "", imp_line); imp_scan(imp_line)
+}
+!imp_done && imp_on && !imp_in { imp_in = 1; imp_scan($0) }
+END { if (imp_on && !imp_done) imp_fail("imports never closes its array") }'
 
 # gvz_imports CONFIG [DUMP] : the imports patterns of a config's text and, with DUMP, of its dump (1.x dumps the files
 # it resolved, the config itself among them; 2.x the patterns of every file it loaded, nested imports included), one
 # per line, without repeats (GVZ_AWK_IMPORTS). The dump's GVZ_BUILTIN_IMPORT is left out unless the config's text names
 # it (a file the config imports that names it is then missed). One process: this runs several times a configure run.
 gvz_imports() {
-    awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" "$GVZ_AWK_IMPORTS"'
-        END { for (i = 1; i <= npat; i++) print pat[i] }' "$@"
+    awk -v imp_dir="$GVZ_CFG_DIR" -v imp_builtin="$GVZ_BUILTIN_IMPORT" -v bad="$GVZ_TMP/imports.bad" "$GVZ_AWK_IMPORTS"'
+        END { if (imp_bad != "") { print imp_bad >bad; exit 3 } for (i = 1; i <= npat; i++) print pat[i] }' "$@" ||
+        gvz_imports_unreadable "$(cat "$GVZ_TMP/imports.bad" 2>/dev/null || echo "awk failed")"
+}
+
+# gvz_imports_unreadable WHY : refuse a config whose imports gvisorgen cannot read exactly (GVZ_AWK_IMPORTS' imp_bad).
+gvz_imports_unreadable() {
+    gvz_die "cannot read the imports of $CONTAINERD_CONFIG exactly ($1), so gvisorgen cannot tell which files containerd loads; nothing was changed and containerd was not restarted. Fix: write each imports entry as a plain one-line string, then let the installer retry"
 }
 
 # gvz_check_imports FILE... : refuse when an imports pattern of the config (gvz_imports of its text and its dump)
@@ -849,6 +875,7 @@ gvz_check_imports() {
         -v own="$GVZ_APPLIED $GVZ_BACKUP $GVZ_DROPIN_STAGED $GVZ_CFG_DIR/.${CONTAINERD_CONFIG##*/}.gvisorgen-tmp.1" \
         -v classes="${GVZ_CLASSES:-}" -v rdir="${RUNSC_CONFIG%/*}" -v rcfg="$RUNSC_CONFIG" "$GVZ_AWK_GLOB$GVZ_AWK_IMPORTS"'
         END {
+            if (imp_bad != "") { print "bad\t" imp_bad "\t"; exit }
             no = split(own, ow, " "); nc = split(classes, hs, " ")
             for (j = 1; j <= npat; j++) {
                 p = pat[j]; hit = ""
@@ -861,6 +888,7 @@ gvz_check_imports() {
     _tab=$(printf '\t')
     while IFS=$_tab read -r _what _p _rest; do
         case $_what in
+        bad) gvz_imports_unreadable "$_p" ;;
         hit) gvz_die "the imports pattern $_p of $CONTAINERD_CONFIG matches files gvisorgen writes next to it ($(echo "$_rest" | sed 's/gvisorgen-tmp\.1/gvisorgen-tmp.<pid>/')), which are not containerd configs: containerd would load them at its next start (the applied marker is not TOML); nothing was changed and containerd was not restarted. Fix: narrow the pattern (e.g. to *.toml), then let the installer retry" ;;
         class) gvz_log "note: the imports pattern $_p also matches ${RUNSC_CONFIG%/*}/$_rest.toml, the runsc.toml of the class with handler $_rest: containerd loads it as a config too (2.x logs its keys as unknown; nothing else changes)" ;;
         runsc) gvz_log "note: the imports pattern $_p also matches $RUNSC_CONFIG, so containerd loads the shim's options file as a config too (2.x logs its keys as unknown; nothing else changes); set RUNSC_CONFIG (values: runscConfig) to a name the pattern does not match to avoid it" ;;
@@ -893,18 +921,26 @@ gvz_to_check() {
     _files=$(
         GVZ_EXPAND_AS=${3:+${GVZ_DROPIN:-}} gvz_import_expand "$2" |
             awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v d="${GVZ_DROPIN:-}" -v s="${3:-}" '
-                function basic(f) { gsub(/\\/, "\\\\", f); gsub(/"/, "\\\"", f); gsub(/\t/, "\\t", f); return "\"" f "\"" }
+                BEGIN { for (i = 1; i < 32; i++) ctl[sprintf("%c", i)] = sprintf("\\u%04X", i); ctl[sprintf("%c", 127)] = "\\u007F" }
+                function entry(f,    o, i, c, g) {
+                    # containerd globs an entry holding a *: each glob character of such a path escaped (Match reads
+                    # \x as x); then a TOML basic string
+                    g = index(f, "*") > 0; o = ""
+                    for (i = 1; i <= length(f); i++) {
+                        c = substr(f, i, 1)
+                        if (g && index("\\*?[", c)) o = o "\\\\"
+                        if (c == "\\" || c == "\"") o = o "\\" c; else if (c in ctl) o = o ctl[c]; else o = o c
+                    }
+                    return "\"" o "\""
+                }
                 $0 == a || $0 == b || seen[$0]++ { next }
                 $0 == d { if (s == "") next; $0 = s }
-                { printf "%s%s", (n++ ? ", " : ""), basic($0) }'
+                { printf "%s%s", (n++ ? ", " : ""), entry($0) }'
     )
     {
         printf 'imports = [%s]\n' "$_files"
-        awk '
-            !intable && /^[ \t]*\[/ { intable = 1 }
-            !intable && skip { if ($0 ~ /\]/) skip = 0; next }
-            !intable && /^[ \t]*imports[ \t]*=/ { if ($0 !~ /\]/) skip = 1; next }
-            { print }' "$1"
+        # the rest of the config without its imports array (its lines as GVZ_AWK_IMPORTS reads them)
+        awk -v imp_dir="$GVZ_CFG_DIR" "$GVZ_AWK_IMPORTS"' !imp_in { print }' "$1"
     } >"$HOST_ROOT$GVZ_CHECK"
 }
 
@@ -962,18 +998,23 @@ gvz_import_expand() {
                 while (k > 1 && (name[d, k - 1] "") > (n "")) { name[d, k] = name[d, k - 1]; k-- }
                 name[d, k] = n
             }
-            BEGIN { as_dir = as; sub(/\/[^\/]*$/, "", as_dir); if (as_dir == "") as_dir = "/"; as_name = as; sub(/^.*\//, "", as_name) }
             FILENAME == ARGV[1] {
                 c = substr($0, 1, 1); v = substr($0, 2)
                 if (c == "T") ltype[++nt] = v
-                else if (c == "D") { cur = v; cnt[cur] += 0; if (as != "" && cur == as_dir) add(cur, as_name, "f") }
+                else if (c == "D") {
+                    cur = v; cnt[cur] += 0
+                    # GVZ_EXPAND_AS is there, and so is every folder on its way (it may not exist yet)
+                    if (as != "" && index(as, join(cur, "")) == 1 && (r = substr(as, length(join(cur, "")) + 1)) != "") {
+                        if (k = index(r, "/")) add(cur, substr(r, 1, k - 1), "d"); else add(cur, r, "f")
+                    }
+                }
                 else add(cur, v, c)
                 next
             }
             rec == "" { rec = $0; nf = 0; next }
             { f[++nf] = $0 }
             rec == "R" { print "R"; print f[1]; rec = ""; next }
-            rec == "L" { if (ltype[++lt] == "f") { print "R"; print f[1] } rec = ""; next }
+            rec == "L" { if (ltype[++lt] == "f" || (as != "" && f[1] == as)) { print "R"; print f[1] } rec = ""; next }
             rec == "F" && nf == 2 {
                 d = f[1]; part = f[2]; rest = ""
                 if (i = index(part, "/")) { rest = substr(part, i + 1); part = substr(part, 1, i - 1) }

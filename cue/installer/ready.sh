@@ -96,14 +96,15 @@ if [ "$GVISOR_MODE" = install ]; then
     # Every file containerd imports, as configure-containerd recorded it when it judged the runsc handler: a change,
     # a removal, or a new file in an imported folder may redefine the handler, which only the installer (privileged,
     # it asks containerd) can judge again. Files outside containerd's config folder (recorded as "-") are not mounted.
-    sed -n 's/^file \([0-9a-f]\{128\} .*\)$/\1/p' "$APPLIED" | while read -r sum f; do
+    sed -n 's/^file \([0-9a-f]\{128\} .*\)$/\1/p' "$APPLIED" | while IFS= read -r rec; do
+        sum=${rec%% *} f=${rec#* }
         [ -f "$HOST_ROOT$f" ] || not_ready "$f, which containerd imports, is gone since configure-containerd judged the runsc handler (restart the installer's pod to judge it again)"
         [ "$(gvz_sha512 "$HOST_ROOT$f")" = "$sum" ] || not_ready "$f, which containerd imports, changed since configure-containerd judged the runsc handler (it may redefine it: restart the installer's pod to judge it again)"
     done
     sed -n 's/^import //p' "$APPLIED" | while IFS= read -r p; do
         d=${p%/*}
         case $d in "$GVZ_CFG_DIR" | "$GVZ_CFG_DIR"/*) ;; *) continue ;; esac
-        case $d in *[*?[]*) continue ;; esac
+        case $d in *[*?[\\]*) continue ;; esac
         [ -d "$HOST_ROOT$d" ] || continue
         find "$HOST_ROOT$d" -mindepth 1 -maxdepth 1 ! -type d | while IFS= read -r hf; do
             f=${hf#"$HOST_ROOT"}
