@@ -756,15 +756,14 @@ function glob(p, s,    star, chunk, k, i, ok) {
     }
     return s == ""
 }
+function glob_meta(s) {
+    # Go hasMeta: s holds a character Match treats specially
+    return index(s, "*") || index(s, "?") || index(s, "[") || index(s, "\\")
+}
 function glob_import(p, s) {
     # containerd globs an imports entry only when it holds a *; any other entry is a path (resolveImports)
     return index(p, "*") ? glob(p, s) : p == s
 }'
-
-# gvz_glob_matches PATTERN PATH : status 0 when glob(PATTERN, PATH) (GVZ_AWK_GLOB).
-gvz_glob_matches() {
-    GVZ_GLOB_P=$1 GVZ_GLOB_S=$2 awk "$GVZ_AWK_GLOB"' BEGIN { exit !glob(ENVIRON["GVZ_GLOB_P"], ENVIRON["GVZ_GLOB_S"]) }'
-}
 
 # gvz_import_matches ENTRY PATH : status 0 when containerd loads PATH for the imports entry ENTRY (glob_import).
 gvz_import_matches() {
@@ -804,7 +803,7 @@ function imp_fail(why) { if (imp_bad == "") imp_bad = (imp_file == ARGV[1] ? "it
 function imp_scan(line,    i, c, d, h, cp) {
     # one line of the array, TOML as containerd reads it: basic strings (escapes decoded), literal strings (raw),
     # commas, blanks and comments between them, the closing bracket. What this cannot read exactly (a multi-line
-    # string, a \u escape beyond ASCII, anything not a string) sets imp_bad: gvz_check_imports refuses the config.
+    # string, a \u escape beyond ASCII, anything not a string) sets imp_bad: gvz_imports_unreadable refuses the config.
     for (i = 1; i <= length(line) && !imp_done; i++) {
         c = substr(line, i, 1)
         if (imp_st == "b") {
@@ -920,7 +919,7 @@ gvz_to_check() {
     fi
     _files=$(
         GVZ_EXPAND_AS=${3:+${GVZ_DROPIN:-}} gvz_import_expand "$2" |
-            awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v d="${GVZ_DROPIN:-}" -v s="${3:-}" '
+            awk -v a="$CONTAINERD_CONFIG" -v b="$GVZ_CHECK" -v d="${GVZ_DROPIN:-}" -v s="${3:-}" "$GVZ_AWK_GLOB"'
                 BEGIN { for (i = 1; i < 32; i++) ctl[sprintf("%c", i)] = sprintf("\\u%04X", i); ctl[sprintf("%c", 127)] = "\\u007F" }
                 function entry(f,    o, i, c, g) {
                     # containerd globs an entry holding a *: each glob character of such a path escaped (Match reads
@@ -928,7 +927,7 @@ gvz_to_check() {
                     g = index(f, "*") > 0; o = ""
                     for (i = 1; i <= length(f); i++) {
                         c = substr(f, i, 1)
-                        if (g && index("\\*?[", c)) o = o "\\\\"
+                        if (g && glob_meta(c)) o = o "\\\\"
                         if (c == "\\" || c == "\"") o = o "\\" c; else if (c in ctl) o = o ctl[c]; else o = o c
                     }
                     return "\"" o "\""
@@ -957,12 +956,11 @@ gvz_import_expand() {
     # (files emptied with `:` and swapped by name: no process for either, this runs several times a configure run)
     : >"$GVZ_TMP/expand.req"
     _in=$GVZ_TMP/expand.0 _out=$GVZ_TMP/expand.1
-    awk -v req="$GVZ_TMP/expand.req" '
-        function meta(s) { return index(s, "*") || index(s, "?") || index(s, "[") || index(s, "\\") }
+    awk -v req="$GVZ_TMP/expand.req" "$GVZ_AWK_GLOB"'
         !index($0, "*") { print "L"; print $0; print "T" $0 >req; next }
         {
             n = split(substr($0, 2), c, "/"); d = ""
-            for (i = 1; i < n && !meta(c[i]); i++) d = d "/" c[i]
+            for (i = 1; i < n && !glob_meta(c[i]); i++) d = d "/" c[i]
             if (d == "") d = "/"
             r = c[i]
             for (i++; i <= n; i++) r = r "/" c[i]
@@ -1066,10 +1064,9 @@ gvz_is_managed() {
 # gvz_dump_sans DUMP TABLE : the dump without TABLE and its subtables, and without the top-level `imports` line (the
 # validated copies list their files explicitly): what must stay byte for byte when a drop-in adds only TABLE.
 gvz_dump_sans() {
-    awk -v t="$2" "$GVZ_AWK_TOML"'
-        /^[ \t]*\[/ { h = toml_header($0); drop = (h == t || index(h, t ".") == 1); intable = 1 }
-        !intable && /^[ \t]*imports[ \t]*=/ { next }
-        !drop { print }' "$1"
+    awk -v t="$2" -v imp_dir="$GVZ_CFG_DIR" "$GVZ_AWK_TOML$GVZ_AWK_IMPORTS"'
+        /^[ \t]*\[/ { h = toml_header($0); drop = (h == t || index(h, t ".") == 1) }
+        !drop && !imp_in { print }' "$1"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
