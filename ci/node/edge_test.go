@@ -109,3 +109,24 @@ func TestEdges(t *testing.T) {
 		h.assertNothingInstalled()
 	})
 }
+
+// TestSlowContainerdIsNotDown: a containerd that answers, but slowly, is up. Each question the installer asks it
+// (`ctr plugins ls`) here takes 7 s, as a saturated node stretches a Go client's start and containerd's answer: the
+// install goes through, restart included, and uninstall (which asks before it removes anything) too. A bound of 5 s
+// per question refused such a node as "containerd does not answer" (seen at a load of 24 on 2 cores, 2026-12-07).
+func TestSlowContainerdIsNotDown(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, "24")
+	h.setConfig(def24())
+	h.startContainerd()
+	h.mustRun("install-runsc.sh", nil)
+	// the host's ctr: the real one, 7 s late (the fake systemctl's restart waits through it too)
+	h.write(h.Dir+"/fakebin/ctr", 0o755, "#!/bin/sh\nsleep 7\nexec "+ctrBin+" \"$@\"\n")
+	r := h.mustRun("configure-containerd.sh", nil)
+	if !strings.Contains(r.Output, "containerd is back and its CRI plugin is loaded") {
+		t.Fatalf("no restart verified:\n%s", r.Output)
+	}
+	h.checkReal(true)
+	h.mustRun("uninstall.sh", map[string]string{"GVISOR_MODE": "uninstall"})
+	h.checkReal(false)
+}

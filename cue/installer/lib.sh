@@ -330,10 +330,18 @@ gvz_dump() {
     gvz_dump_facts "$2" >"$2.facts"
 }
 
+# GVZ_ASK_SECONDS: how long one question to the running containerd (`ctr plugins ls`) may take before the answer
+# counts as none. A containerd that is up but slow (a loaded node: kubelet starting pods, image pulls) answers within
+# seconds of CPU, which a saturated node stretches: 5 s refused healthy nodes as "containerd does not answer" (seen
+# on a 2-core machine at a load of 24, 2026-12-07). A containerd that is down answers at once (no socket: ctr gives
+# up after its own 10 s dial timeout; a dead socket refuses the connection), so the longer bound only delays the
+# verdict on a hung one.
+GVZ_ASK_SECONDS=20
+
 # gvz_cri_ok ADDRESS : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins ls`).
 gvz_cri_ok() {
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-    _out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
+    _out=$(timeout "$GVZ_ASK_SECONDS" $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
     printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 
@@ -371,7 +379,7 @@ gvz_cri_lists_runsc() {
 # plugin: disabled), or "<status> <error message>" (the plugin did not load, e.g. "error failed to create CRI ...").
 gvz_cri_state() {
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-    if ! _out=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null); then
+    if ! _out=$(timeout "$GVZ_ASK_SECONDS" $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null); then
         echo down
         return 0
     fi
@@ -381,7 +389,7 @@ gvz_cri_state() {
     '') echo absent ;;
     *)
         # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-        _msg=$(timeout 5 $GVZ_HX ctr --address "$1" plugins ls -d id==cri 2>/dev/null |
+        _msg=$(timeout "$GVZ_ASK_SECONDS" $GVZ_HX ctr --address "$1" plugins ls -d id==cri 2>/dev/null |
             awk '/^[ \t]*Message:/ { sub(/^[ \t]*Message:[ \t]*/, ""); print; exit }' | cut -c1-400) || true
         echo "$_st ${_msg:-(containerd gives no error message)}"
         ;;
