@@ -338,10 +338,11 @@ gvz_dump() {
 # verdict on a hung one.
 GVZ_ASK_SECONDS=20
 
-# gvz_cri_ok ADDRESS : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins ls`).
+# gvz_cri_ok ADDRESS [SECONDS] : containerd answers on ADDRESS and its CRI plugin is loaded ("ok" in `ctr plugins
+# ls`), asked with a bound of SECONDS (GVZ_ASK_SECONDS when not given).
 gvz_cri_ok() {
     # shellcheck disable=SC2086 # GVZ_HX (HOST_EXEC + env PATH=HOST_PATH) is a command prefix, split on purpose
-    _out=$(timeout "$GVZ_ASK_SECONDS" $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
+    _out=$(timeout "${2:-$GVZ_ASK_SECONDS}" $GVZ_HX ctr --address "$1" plugins ls 2>/dev/null) || return 1
     printf '%s\n' "$_out" | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { f = 1; ok = ($NF == "ok") } END { exit !(f && ok) }'
 }
 
@@ -435,12 +436,16 @@ gvz_require_cri() {
     esac
 }
 
-# gvz_wait_cri ADDRESS SECONDS : bounded wait for gvz_cri_ok.
+# gvz_wait_cri ADDRESS SECONDS : bounded wait for gvz_cri_ok. Each question is bounded by what is left of SECONDS too
+# (RESTART_TIMEOUT_SECONDS may be 5, below GVZ_ASK_SECONDS): the wait ends within its bound.
 gvz_wait_cri() {
     _end=$(($(date +%s) + $2))
+    _left=$2
     while :; do
-        gvz_cri_ok "$1" && return 0
-        [ "$(date +%s)" -lt "$_end" ] || return 1
+        [ "$_left" -le "$GVZ_ASK_SECONDS" ] || _left=$GVZ_ASK_SECONDS
+        gvz_cri_ok "$1" "$_left" && return 0
+        _left=$((_end - $(date +%s)))
+        [ "$_left" -gt 0 ] || return 1
         sleep 0.5
     done
 }
