@@ -60,6 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "phase %s: %v\n", *id, err)
 			return 2
 		}
+		if len(m.Left) > 0 {
+			fmt.Fprintf(stdout, "::: %s: left %d processes running, ended (SIGTERM, then SIGKILL): %s\n", *id, len(m.Left), strings.Join(m.Left, " "))
+		}
 		if built := watch.added(before); len(built) > 0 {
 			m.Cold = true
 			fmt.Fprintf(stdout, "::: %s: cold (built and cached: %s)\n", *id, strings.Join(built, ", "))

@@ -26,6 +26,8 @@ type measurement struct {
 	// CPUs is the machine's processor count.
 	CPUs int
 	Exit int
+	// Left: what the phase left running when its command exited, ended by the runner ("comm[pid]").
+	Left []string
 }
 
 // Adjusted is the wall time the phase would have taken alone: the machine's
@@ -150,15 +152,10 @@ func measure(id string, cold bool, argv []string) (measurement, int, error) {
 		}
 	}
 	// Orphans that have already exited are reaped now; one still running is
-	// a leak of the phase (its CPU counts as foreign from here on).
-	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			break
-		}
-	}
+	// a leak of the phase, ended here (its time is not the phase's wall time).
+	reapSome()
 	m.Wall = time.Since(start).Seconds()
+	m.Left = stopLeftovers()
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
 		return m, 0, err

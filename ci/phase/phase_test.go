@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -189,6 +190,46 @@ while [ ! -e "$2" ]; do sleep 0.05; done; sleep 0.3; exit 3`
 		t.Errorf("the orphan's CPU time (%.1fs) is not the phase's: %+v", spinCPU, m)
 	}
 	t.Logf("%s", m.summary())
+}
+
+// TestLeftovers: what a phase leaves running is ended when its command exits and named, a process that ignores
+// SIGTERM included (SIGKILL after the grace), and so is what their deaths hand to the runner.
+func TestLeftovers(t *testing.T) {
+	defer func(g time.Duration) { leftoverGrace = g }(leftoverGrace)
+	leftoverGrace = time.Second
+	pids := filepath.Join(t.TempDir(), "pids")
+	// a sleeper; a shell that ignores SIGTERM with a sleeper of its own (reparented to the runner when the shell dies)
+	script := `sleep 300 & echo $! >>"$1"
+sh -c 'trap "" TERM; sleep 301 & echo $$ $! >>"$1"; wait; wait' sh "$1" &
+until [ "$(wc -w <"$1")" -ge 3 ]; do sleep 0.05; done; exit 0`
+	start := time.Now()
+	m, code, err := measure("x", false, []string{"sh", "-c", script, "sh", pids})
+	if err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := strings.Join(m.Left, " ")
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		if state, _, err := procStat(pid); err == nil {
+			t.Errorf("process %s is still there (%s) after the phase", f, state)
+		}
+		if !strings.Contains(left, "["+f+"]") {
+			t.Errorf("process %s is not among the ended: %s", f, left)
+		}
+	}
+	for _, want := range []string{"sleep[", "sh["} {
+		if !strings.Contains(left, want) {
+			t.Errorf("no %s…] among the ended: %s", want, left)
+		}
+	}
+	if d := time.Since(start); d < leftoverGrace || m.Wall >= leftoverGrace.Seconds() {
+		t.Errorf("the shell that ignores SIGTERM ended after %s (want at least the grace, %s), the phase's wall %.1fs counts it", d, leftoverGrace, m.Wall)
+	}
+	t.Logf("ended: %s", left)
 }
 
 // TestCIRunPhasesHaveShares: every phase .ci/run runs has a share, every share
