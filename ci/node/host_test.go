@@ -82,6 +82,7 @@ func newHost(t *testing.T, ver string) *Host {
 		"LOCK_TIMEOUT_SECONDS":     "20",
 	}
 	t.Cleanup(h.stopContainerd)
+	trackDir(h.Dir)
 	return h
 }
 

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/sha512"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -105,6 +106,13 @@ func run(m *testing.M) int {
 	work, err = os.MkdirTemp("", "gvisorgen-node-")
 	must(err)
 	defer os.RemoveAll(work)
+	trackDir(work)
+	// after the servers below have stopped (defers run last first): anything of the run still running is a leak
+	defer func() {
+		if left := reapSuite(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "node suite: still running after every test ended (a cleanup missed them), killed: %s\n", strings.Join(left, " "))
+		}
+	}()
 
 	hostExecBin = filepath.Join(work, "hostexec")
 	build := exec.Command("go", "build", "-trimpath", "-o", hostExecBin, "./hostexec")
@@ -149,6 +157,8 @@ func run(m *testing.M) int {
 
 	fmt.Printf("node test fixture ready in %.1fs (busybox %s, containerd 1.6 %s, 1.7 %s, 2.4 %s)\n",
 		time.Since(start).Seconds(), busybox, ctrd16, ctrd17, ctrd24)
+	flag.Parse() // go test's -timeout, which guardSuite reads
+	defer guardSuite()()
 	return m.Run()
 }
 

@@ -1,0 +1,203 @@
+//go:build nodetest
+
+package node
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Nothing the suite starts outlives it. A fake host's containerd is detached (setsid, a child of a fake systemctl
+// that exits, as systemd's would be), so neither a test's end nor the test binary's death takes it along: t.Cleanup
+// stops it, but go test's -timeout panics past every cleanup, and a Ctrl-C kills the binary before them. The reaper
+// finds the run's processes by the folders they name (command line or environment): the run's scratch (every
+// script's PATH is its busybox folder; busybox httpd serves from it) and every fake host's folder (containerd's
+// --root, HOST_ROOT, the HOST_EXEC wrappers).
+
+// suiteDirs: the folders whose processes are this run's (a set of paths).
+var suiteDirs sync.Map
+
+func trackDir(dir string) { suiteDirs.Store(dir, struct{}{}) }
+
+// reapSuite kills (SIGKILL) every process but this one whose command line or environment names a tracked folder,
+// until none is left (a dying fake systemctl cannot start another containerd past the second sweep), and returns
+// what it killed as "comm[pid]".
+func reapSuite() []string {
+	var dirs [][]byte
+	suiteDirs.Range(func(k, _ any) bool {
+		dirs = append(dirs, []byte(k.(string)+"/"))
+		return true
+	})
+	var killed []string
+	for sweep := 0; sweep < 5; sweep++ {
+		n := len(killed)
+		for _, pid := range suitePIDs(dirs) {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed = append(killed, fmt.Sprintf("%s[%d]", comm(pid), pid))
+			}
+		}
+		if len(killed) == n {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return killed
+}
+
+// suitePIDs: the live processes, this one excepted, that name one of dirs.
+func suitePIDs(dirs [][]byte) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || !alive(pid) {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ"} {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+			if containsAny(b, dirs) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+func containsAny(b []byte, subs [][]byte) bool {
+	for _, s := range subs {
+		if bytes.Contains(b, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+// guardSuite arms the reaper for the two ends that skip the tests' cleanups: go test's -timeout (the reaper runs
+// shortly before its panic) and SIGINT / SIGTERM (the reaper runs, then the signal takes its default course). Call it
+// just before m.Run, which starts the -timeout clock; the returned func disarms both.
+func guardSuite() (disarm func()) {
+	var timer *time.Timer
+	if f := flag.Lookup("test.timeout"); f != nil {
+		// before the panic, with time to kill and print
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > 0 {
+			margin := min(30*time.Second, d/4)
+			timer = time.AfterFunc(d-margin, func() {
+				fmt.Fprintf(os.Stderr, "node suite: go test's -timeout %s ends the run in %s, past every test's cleanup: "+
+					"killed what the run still ran: %s\n", d, margin, strings.Join(reapSuite(), " "))
+			})
+		}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "node suite: %v: killed what the run still ran: %s\n", s, strings.Join(reapSuite(), " "))
+			signal.Reset(s)
+			_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
+		case <-done:
+		}
+	}()
+	return func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// TestReaped: a run that ends past its tests' cleanups leaves no fake host's containerd behind. The test binary runs
+// itself on one case (TestReapedChild: a host's containerd started, then it waits forever) and is ended the two ways
+// that skip t.Cleanup: SIGTERM, and its own -timeout's panic.
+func TestReaped(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		timeout string
+		want    string // in the child's output
+	}{
+		{name: "SIGTERM", timeout: "10m", want: "node suite: terminated: killed what the run still ran: "},
+		{name: "timeout", timeout: "40s", want: "node suite: go test's -timeout 40s ends the run in 10s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pidFile := filepath.Join(t.TempDir(), "containerd.pid")
+			var out bytes.Buffer
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestReapedChild$", "-test.timeout", c.timeout)
+			cmd.Env = append(os.Environ(), "GVZ_REAP_CHILD="+pidFile)
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := 0
+			for i := 0; i < 1200 && pid == 0; i++ {
+				b, _ := os.ReadFile(pidFile)
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				time.Sleep(50 * time.Millisecond)
+			}
+			if pid == 0 || !alive(pid) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("the child started no containerd:\n%s", out.String())
+			}
+			defer func() { _ = syscall.Kill(pid, syscall.SIGKILL) }()
+			if c.name == "SIGTERM" {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			}
+			err := cmd.Wait()
+			if err == nil {
+				t.Fatalf("the child passed:\n%s", out.String())
+			}
+			for i := 0; i < 100 && alive(pid); i++ {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if alive(pid) {
+				t.Errorf("the fake host's containerd (%d) outlived the run (%v):\n%s", pid, err, out.String())
+			}
+			if !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), fmt.Sprintf("containerd[%d]", pid)) {
+				t.Errorf("no %q naming containerd[%d] in:\n%s", c.want, pid, out.String())
+			}
+		})
+	}
+}
+
+// TestReapedChild is TestReaped's child (it returns at once unless GVZ_REAP_CHILD names the file for its
+// containerd's PID).
+func TestReapedChild(t *testing.T) {
+	f := os.Getenv("GVZ_REAP_CHILD")
+	if f == "" {
+		return
+	}
+	h := newHost(t, "24")
+	h.startContainerd()
+	b, err := os.ReadFile(filepath.Join(h.Dir, "containerd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {}
+}
