@@ -87,6 +87,19 @@ func containsAny(b []byte, subs [][]byte) bool {
 	return false
 }
 
+// removeSuiteDirs removes the tracked folders (for a host's, also the test's folder around it once empty), for the
+// ends that skip the cleanups that would have: call it after reapSuite.
+func removeSuiteDirs() {
+	suiteDirs.Range(func(k, _ any) bool {
+		d := k.(string)
+		_ = os.RemoveAll(d)
+		if d != work {
+			_ = os.Remove(filepath.Dir(d))
+		}
+		return true
+	})
+}
+
 func comm(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	return strings.TrimSpace(string(b))
@@ -104,6 +117,7 @@ func guardSuite() (disarm func()) {
 			timer = time.AfterFunc(d-margin, func() {
 				fmt.Fprintf(os.Stderr, "node suite: go test's -timeout %s ends the run in %s, past every test's cleanup: "+
 					"killed what the run still ran: %s\n", d, margin, strings.Join(reapSuite(), " "))
+				removeSuiteDirs()
 			})
 		}
 	}
@@ -114,6 +128,7 @@ func guardSuite() (disarm func()) {
 		select {
 		case s := <-sigs:
 			fmt.Fprintf(os.Stderr, "node suite: %v: killed what the run still ran: %s\n", s, strings.Join(reapSuite(), " "))
+			removeSuiteDirs()
 			signal.Reset(s)
 			_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
 		case <-done:
@@ -128,7 +143,7 @@ func guardSuite() (disarm func()) {
 	}
 }
 
-// TestReaped: a run that ends past its tests' cleanups leaves no fake host's containerd behind. The test binary runs
+// TestReaped: a run that ends past its tests' cleanups leaves no fake host's containerd behind, nor its folders. The test binary runs
 // itself on one case (TestReapedChild: a host's containerd started, then it waits forever) and is ended the two ways
 // that skip t.Cleanup: SIGTERM, and its own -timeout's panic.
 func TestReaped(t *testing.T) {
@@ -152,9 +167,13 @@ func TestReaped(t *testing.T) {
 				t.Fatal(err)
 			}
 			pid := 0
-			for i := 0; i < 1200 && pid == 0; i++ {
+			var dirs []string
+			for i := 0; i < 1200 && len(dirs) < 2; i++ {
 				b, _ := os.ReadFile(pidFile)
-				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				if f := strings.Fields(string(b)); len(f) == 3 && strings.HasSuffix(string(b), "\n") {
+					pid, _ = strconv.Atoi(f[0])
+					dirs = f[1:]
+				}
 				time.Sleep(50 * time.Millisecond)
 			}
 			if pid == 0 || !alive(pid) {
@@ -176,6 +195,12 @@ func TestReaped(t *testing.T) {
 			if alive(pid) {
 				t.Errorf("the fake host's containerd (%d) outlived the run (%v):\n%s", pid, err, out.String())
 			}
+			for _, d := range dirs {
+				if _, err := os.Stat(d); err == nil {
+					t.Errorf("the run's folder %s outlived it", d)
+					_ = os.RemoveAll(d)
+				}
+			}
 			if !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), fmt.Sprintf("containerd[%d]", pid)) {
 				t.Errorf("no %q naming containerd[%d] in:\n%s", c.want, pid, out.String())
 			}
@@ -196,7 +221,8 @@ func TestReapedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(f, b, 0o644); err != nil {
+	// the PID, then the folders that must be gone after the run: the run's scratch and the host's
+	if err := os.WriteFile(f, fmt.Appendf(b, "%s\n%s\n", work, h.Dir), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	select {}
