@@ -31,8 +31,8 @@ var suiteDirs sync.Map
 func trackDir(dir string) { suiteDirs.Store(dir, struct{}{}) }
 
 // reapSuite kills (SIGKILL) every process but this one whose command line or environment names a tracked folder,
-// until none is left (a dying fake systemctl cannot start another containerd past the second sweep), and returns
-// what it killed as "comm[pid]".
+// sweeping again while a sweep finds new ones (a fake systemctl killed mid-start has started its containerd by the
+// next), and returns what it killed as "comm[pid]".
 func reapSuite() []string {
 	var dirs [][]byte
 	suiteDirs.Range(func(k, _ any) bool {
@@ -40,12 +40,15 @@ func reapSuite() []string {
 		return true
 	})
 	var killed []string
+	seen := map[int]bool{}
 	for sweep := 0; sweep < 5; sweep++ {
 		n := len(killed)
-		for _, pid := range suitePIDs(dirs) {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed = append(killed, fmt.Sprintf("%s[%d]", comm(pid), pid))
+		for _, p := range suiteProcs(dirs) {
+			if !seen[p.pid] && p.proc.Kill() == nil {
+				seen[p.pid] = true
+				killed = append(killed, fmt.Sprintf("%s[%d]", p.comm, p.pid))
 			}
+			_ = p.proc.Release()
 		}
 		if len(killed) == n {
 			break
@@ -55,27 +58,40 @@ func reapSuite() []string {
 	return killed
 }
 
-// suitePIDs: the live processes, this one excepted, that name one of dirs.
-func suitePIDs(dirs [][]byte) []int {
+type suiteProc struct {
+	pid  int
+	comm string      // read before the kill: a killed orphan is reaped at once by its new parent
+	proc *os.Process // a pidfd, opened before the process was judged: a PID reused since is not signalled
+}
+
+// suiteProcs: the live processes, this one excepted, that name one of dirs.
+func suiteProcs(dirs [][]byte) []suiteProc {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var pids []int
+	var ps []suiteProc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() || !alive(pid) {
 			continue
 		}
+		proc, err := os.FindProcess(pid)
+		if err != nil {
+			continue
+		}
+		mine := false
 		for _, f := range []string{"cmdline", "environ"} {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
-			if containsAny(b, dirs) {
-				pids = append(pids, pid)
-				break
-			}
+			mine = mine || containsAny(b, dirs)
+		}
+		if mine {
+			ps = append(ps, suiteProc{pid: pid, comm: comm(pid), proc: proc})
+		} else {
+			_ = proc.Release()
 		}
 	}
-	return pids
+	return ps
 }
 
 func containsAny(b []byte, subs [][]byte) bool {
@@ -122,7 +138,13 @@ func guardSuite() (disarm func()) {
 		}
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// an ignored SIGINT (a run started in the background by a shell) stays ignored: after signal.Reset the re-raised
+	// one would be too, and the run would go on without its fixture
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -131,6 +153,8 @@ func guardSuite() (disarm func()) {
 			removeSuiteDirs()
 			signal.Reset(s)
 			_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
+			time.Sleep(time.Second)
+			os.Exit(128 + int(s.(syscall.Signal))) // not reached: the signal's default action ends the run
 		case <-done:
 		}
 	}()
@@ -143,9 +167,9 @@ func guardSuite() (disarm func()) {
 	}
 }
 
-// TestReaped: a run that ends past its tests' cleanups leaves no fake host's containerd behind, nor its folders. The test binary runs
-// itself on one case (TestReapedChild: a host's containerd started, then it waits forever) and is ended the two ways
-// that skip t.Cleanup: SIGTERM, and its own -timeout's panic.
+// TestReaped: a run that ends past its tests' cleanups leaves no fake host's containerd behind, nor its folders. The
+// test binary runs itself on one case (TestReapedChild: a host's containerd started, then it waits forever) and is
+// ended the two ways that skip t.Cleanup: SIGTERM, and its own -timeout's panic.
 func TestReaped(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -154,11 +178,14 @@ func TestReaped(t *testing.T) {
 		want    string // in the child's output
 	}{
 		{name: "SIGTERM", timeout: "10m", want: "node suite: terminated: killed what the run still ran: "},
-		{name: "timeout", timeout: "40s", want: "node suite: go test's -timeout 40s ends the run in 10s"},
+		// the reaper fires 45 s into the child's tests: time enough for one containerd to start on a loaded machine
+		{name: "timeout", timeout: "60s", want: "node suite: go test's -timeout 1m0s ends the run in 15s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			pidFile := filepath.Join(t.TempDir(), "containerd.pid")
+			// the child and its containerd name this folder in their environment: this run's reaper takes them too
+			trackDir(filepath.Dir(pidFile))
 			var out bytes.Buffer
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestReapedChild$", "-test.timeout", c.timeout)
 			cmd.Env = append(os.Environ(), "GVZ_REAP_CHILD="+pidFile)
@@ -166,26 +193,36 @@ func TestReaped(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
 			pid := 0
 			var dirs []string
-			for i := 0; i < 1200 && len(dirs) < 2; i++ {
+			var ctrd *os.Process // a pidfd: killed at the end if it is still that containerd, whatever its PID is by then
+		wait:
+			for len(dirs) < 2 {
+				select {
+				case err := <-exited:
+					t.Fatalf("the child ended (%v) before its containerd ran:\n%s", err, out.String())
+				case <-time.After(50 * time.Millisecond):
+				}
 				b, _ := os.ReadFile(pidFile)
 				if f := strings.Fields(string(b)); len(f) == 3 && strings.HasSuffix(string(b), "\n") {
 					pid, _ = strconv.Atoi(f[0])
 					dirs = f[1:]
+					if p, err := os.FindProcess(pid); err == nil && alive(pid) {
+						ctrd = p
+						break wait
+					}
+					_ = cmd.Process.Kill()
+					<-exited
+					t.Fatalf("the child's containerd (%d) is not running:\n%s", pid, out.String())
 				}
-				time.Sleep(50 * time.Millisecond)
 			}
-			if pid == 0 || !alive(pid) {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-				t.Fatalf("the child started no containerd:\n%s", out.String())
-			}
-			defer func() { _ = syscall.Kill(pid, syscall.SIGKILL) }()
+			defer func() { _ = ctrd.Kill() }()
 			if c.name == "SIGTERM" {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 			}
-			err := cmd.Wait()
+			err := <-exited
 			if err == nil {
 				t.Fatalf("the child passed:\n%s", out.String())
 			}

@@ -20,10 +20,10 @@ var leftoverGrace = 5 * time.Second
 // process still running when the phase's command has exited is the runner's child: a leak of the phase (a suite's
 // daemon that a timeout's panic or a forgotten cleanup left). It would run on through every later phase, its CPU
 // counted as foreign load, and on the machine after CI. Each is sent SIGTERM, then SIGKILL after leftoverGrace;
-// their children are reparented to the runner as they die and are ended the same way. It returns what it ended,
-// "comm[pid]", and reaps them, so that their CPU time counts as the phase's.
-func stopLeftovers() []string {
-	var ended []string
+// their children are reparented to the runner as they die and are ended the same way. It returns what it ended and
+// what not even SIGKILL ended within the grace (uninterruptible sleep), "comm[pid]", and reaps them, so that their CPU
+// time counts as the phase's.
+func stopLeftovers() (ended, stuck []string) {
 	seen := map[int]bool{}
 	for round := 0; round < 20; round++ {
 		kids := children()
@@ -37,18 +37,25 @@ func stopLeftovers() []string {
 			}
 			_ = unix.Kill(pid, unix.SIGTERM)
 		}
-		waitGone(kids, leftoverGrace)
-		for _, pid := range kids {
-			_ = unix.Kill(pid, unix.SIGKILL) // a reaped pid may be reused, but only by the runner's own child
+		// SIGKILL only those not reaped yet: a reaped PID may already be another process's
+		pending := waitGone(kids, leftoverGrace)
+		for _, pid := range pending {
+			_ = unix.Kill(pid, unix.SIGKILL)
 		}
-		waitGone(kids, leftoverGrace)
+		if pending = waitGone(pending, leftoverGrace); len(pending) > 0 {
+			for _, pid := range pending {
+				stuck = append(stuck, fmt.Sprintf("%s[%d]", procComm(pid), pid))
+			}
+			break // another round would wait for them again
+		}
 	}
 	reapSome()
-	return ended
+	return ended, stuck
 }
 
-// waitGone waits until each of pids (children of the runner) has exited and is reaped, or d has passed.
-func waitGone(pids []int, d time.Duration) {
+// waitGone waits until each of pids (children of the runner) has exited and is reaped, or d has passed, and returns
+// those that have not.
+func waitGone(pids []int, d time.Duration) []int {
 	pending := slices.Clone(pids)
 	for deadline := time.Now().Add(d); len(pending) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		pending = slices.DeleteFunc(pending, func(pid int) bool {
@@ -57,6 +64,7 @@ func waitGone(pids []int, d time.Duration) {
 			return r == pid || errors.Is(err, unix.ECHILD)
 		})
 	}
+	return pending
 }
 
 // reapSome reaps the children that have exited, without waiting, and returns how many.

@@ -61,7 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		if len(m.Left) > 0 {
-			fmt.Fprintf(stdout, "::: %s: left %d processes running, ended (SIGTERM, then SIGKILL): %s\n", *id, len(m.Left), strings.Join(m.Left, " "))
+			fmt.Fprintf(stdout, "::: %s: left running, ended (SIGTERM, then SIGKILL): %s\n", *id, strings.Join(m.Left, " "))
+		}
+		if len(m.Stuck) > 0 {
+			fmt.Fprintf(stdout, "::: %s: left running, not ended even by SIGKILL: %s\n", *id, strings.Join(m.Stuck, " "))
 		}
 		if built := watch.added(before); len(built) > 0 {
 			m.Cold = true

@@ -26,8 +26,9 @@ type measurement struct {
 	// CPUs is the machine's processor count.
 	CPUs int
 	Exit int
-	// Left: what the phase left running when its command exited, ended by the runner ("comm[pid]").
-	Left []string
+	// Left: what the phase left running when its command exited, ended by the runner; Stuck: those of them not even
+	// SIGKILL ended ("comm[pid]").
+	Left, Stuck []string
 }
 
 // Adjusted is the wall time the phase would have taken alone: the machine's
@@ -152,20 +153,22 @@ func measure(id string, cold bool, argv []string) (measurement, int, error) {
 		}
 	}
 	// Orphans that have already exited are reaped now; one still running is
-	// a leak of the phase, ended here (its time is not the phase's wall time).
+	// a leak of the phase, ended here: its CPU time is the phase's, the
+	// time it takes to end is not (wall time and the machine's busy time
+	// are read first).
 	reapSome()
 	m.Wall = time.Since(start).Seconds()
-	m.Left = stopLeftovers()
+	busy1, _, err := cpuStat()
+	if err != nil {
+		return m, 0, err
+	}
+	m.Left, m.Stuck = stopLeftovers()
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
 		return m, 0, err
 	}
 	secs := func(t unix.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	m.CPU = secs(ru.Utime) + secs(ru.Stime) - secs(ru0.Utime) - secs(ru0.Stime)
-	busy1, _, err := cpuStat()
-	if err != nil {
-		return m, 0, err
-	}
 	m.Foreign = max(0, busy1-busy0-m.CPU)
 	m.Exit = code
 	return m, code, nil
