@@ -63,7 +63,7 @@ func must(err error) {
 	}
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	start := time.Now()
 	var missing []string
 	get := func(env, def string) string {
@@ -107,10 +107,17 @@ func run(m *testing.M) int {
 	must(err)
 	defer os.RemoveAll(work)
 	trackDir(work)
-	// after the servers below have stopped (defers run last first): anything of the run still running is a leak
+	// after the servers below have stopped (defers run last first): anything of the run still running is a leak, which
+	// fails the run (go test shows a passing run's output to no one)
 	defer func() {
+		// what ends on its own within 3 s is no leak: busybox's timeout leaves its watchdog polling for up to a second
+		// after the command it guards has exited
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && suiteRunning(); {
+			time.Sleep(100 * time.Millisecond)
+		}
 		if left := reapSuite(); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "node suite: still running after every test ended (a cleanup missed them), killed: %s\n", strings.Join(left, " "))
+			fmt.Fprintf(os.Stderr, "FAIL: node suite: still running after every test ended (a test's cleanup missed them), killed: %s\n", strings.Join(left, " "))
+			code = max(code, 1)
 		}
 	}()
 

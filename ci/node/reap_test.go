@@ -30,15 +30,21 @@ var suiteDirs sync.Map
 
 func trackDir(dir string) { suiteDirs.Store(dir, struct{}{}) }
 
-// reapSuite kills (SIGKILL) every process but this one whose command line or environment names a tracked folder,
-// sweeping again while a sweep finds new ones (a fake systemctl killed mid-start has started its containerd by the
-// next), and returns what it killed as "comm[pid]".
-func reapSuite() []string {
+// trackedDirs: the tracked folders, each with a trailing slash (as processes name what is inside them).
+func trackedDirs() [][]byte {
 	var dirs [][]byte
 	suiteDirs.Range(func(k, _ any) bool {
 		dirs = append(dirs, []byte(k.(string)+"/"))
 		return true
 	})
+	return dirs
+}
+
+// reapSuite kills (SIGKILL) every process but this one whose command line or environment names a tracked folder,
+// sweeping again while a sweep finds new ones (a fake systemctl killed mid-start has started its containerd by the
+// next), and returns what it killed as "comm[pid]".
+func reapSuite() []string {
+	dirs := trackedDirs()
 	var killed []string
 	seen := map[int]bool{}
 	for sweep := 0; sweep < 5; sweep++ {
@@ -56,6 +62,15 @@ func reapSuite() []string {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return killed
+}
+
+// suiteRunning: a process of the run is still running.
+func suiteRunning() bool {
+	ps := suiteProcs(trackedDirs())
+	for _, p := range ps {
+		_ = p.proc.Release()
+	}
+	return len(ps) > 0
 }
 
 type suiteProc struct {
