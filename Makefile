@@ -99,13 +99,14 @@ e2e-argocd: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh
 
-## e2e-together: e2e-cluster, e2e-flux, e2e-agents and e2e-argocd side by side, as CI runs them (each suite on clusters of its own; they mostly wait): what they share is set up and built first, every line is prefixed with its suite's name
+## e2e-together: e2e-cluster, e2e-flux, e2e-agents and e2e-argocd side by side, as CI runs them (each suite on clusters of its own; they mostly wait): what they share is set up and built first (gvisorgen, tlsmirror and the suites' test binary once), every line is prefixed with its suite's name
 e2e-together: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	sh ci/flux/build.sh && sh ci/registry/build.sh && sh ci/agentsandbox/build.sh && sh ci/argocd/build.sh
 	$(GO) build -o .bin/phase ./ci/phase
+	sh ci/cluster/binaries.sh .bin/e2e
 	# built, not go run: go run dies on SIGTERM without passing it on, which would orphan the suites
-	.bin/phase together cluster='sh ci/cluster/e2e.sh' flux='sh ci/cluster/e2e-flux.sh' \
+	GVZ_CLUSTER_BIN=$(CURDIR)/.bin/e2e .bin/phase together cluster='sh ci/cluster/e2e.sh' flux='sh ci/cluster/e2e-flux.sh' \
 		agents='sh ci/cluster/e2e-agents.sh' argocd='KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh'
 
 ## e2e-agents: SIG Apps' agent-sandbox controller (built, cached) on a sandbox class of a fresh cluster (containerd 2.4.2): a warm pool Pending until the class's gate opens, then under gVisor; a claim adopting a warm sandbox; suspend and resume; a gVisor bump with a sandbox running across it

@@ -79,6 +79,8 @@ func run(m *testing.M) int {
 		// go test run directly: prepare here (make e2e-cluster prepares before the test, see e2e.sh)
 		if work, err = os.MkdirTemp("", "gvz-cluster."); err == nil {
 			cmd := exec.Command("bash", filepath.Join(repoRoot, "ci/cluster/prepare.sh"), work)
+			// the nodes of these versions only
+			cmd.Env = append(os.Environ(), "GVZ_CLUSTER_VERSIONS="+strings.Join(versions, " "))
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			err = cmd.Run()
 		}

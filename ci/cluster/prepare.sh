@@ -1,7 +1,8 @@
 #!/bin/bash
 # ci/cluster/prepare.sh W: everything the cluster tests (go test -tags clustertest ./ci/cluster) need before a node
 # starts, built into the empty scratch folder W (run ci/cluster/setup.sh first; ci/cluster/e2e.sh runs both):
-#  - W/gvisorgen and W/tlsmirror (the product, and the mirror's HTTPS server);
+#  - W/gvisorgen and W/tlsmirror (the product, and the mirror's HTTPS server), copied from GVZ_CLUSTER_BIN, or built
+#    with the suite's test binary into W/bin (ci/cluster/binaries.sh);
 #  - W/images/all.tar: one OCI archive (busybox-static with every applet) holding the installer/smoke/test image and
 #    the pause images of containerd 1.6 and 2.4.2's default configs; W/images/kubectl.tar: the readiness gate's
 #    kubectl image (the static kubectl of ci/k8s/build.sh on the same root); W/images/digests ("REF DIGEST");
@@ -13,7 +14,7 @@
 #    links;
 #  - W/tls: a test CA and the mirror's certificate for the node IP; W/pki: the API server's service-account key
 #    pair, the admin and kubelet tokens and their kubeconfigs;
-#  - W/c16, W/c17, W/c24: each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
+#  - W/c16, W/c17, W/c24 (those of GVZ_CLUSTER_VERSIONS): each node's scratch folders (bound over /etc/containerd, /usr/local/bin, /usr/local/sbin by
 #    node.sh), containerd's own default config plus the test-only keys (and config.orig, its copy), the CNI config,
 #    the fake systemctl, kubelet.yaml, a temp copy of the repository's cue/ (the test target's root), and node.env:
 #    the environment ci/cluster/node.sh runs with.
@@ -33,6 +34,12 @@ IMG=docker.io/gvz-e2e/busybox:e2e
 KUBECTL_IMG=docker.io/gvz-e2e/kubectl:e2e
 V_GOOD=20240212 V_UP=20260801 V_BAD=20240213 V_DEB=20221219
 log() { echo "[cluster-prepare] $*"; }
+# the nodes of this run only, as e2e.sh (or the test, run directly) names them: the four suites side by side each made all
+# three, ~300 MB of mirror a node
+VERSIONS=${GVZ_CLUSTER_VERSIONS:?the versions of the run: set by ci/cluster/e2e.sh, or by the test run directly}
+for v in $VERSIONS; do
+	case $v in 16 | 17 | 24) ;; *) log "FAIL: GVZ_CLUSTER_VERSIONS: $v is none of 16, 17, 24"; exit 2 ;; esac
+done
 
 # --- preconditions ------------------------------------------------------------------------------------------------
 [ "$(id -u)" = 0 ] || { log "FAIL: run as root"; exit 2; }
@@ -50,12 +57,17 @@ mkdir -p "$W"
 chmod 755 "$W"
 
 # --- gvisorgen, tlsmirror --------------------------------------------------------------------------------------------
-GO=${GO:-go}
-# The caller's GOFLAGS kept (the Makefile's -trimpath -ldflags=-w): replaced, as it was, every suite of a fresh clone
-# compiled the module's own packages again (the checkout's folder is in the build cache's keys without -trimpath),
-# four suites at once in make e2e-together.
-GOFLAGS="${GOFLAGS:-} -buildvcs=false" "$GO" build -o "$W/gvisorgen" ./cmd/gvisorgen
-GOFLAGS="${GOFLAGS:-} -buildvcs=false" "$GO" build -o "$W/tlsmirror" ./ci/cluster/tlsmirror
+# built once by make e2e-together for all its suites (GVZ_CLUSTER_BIN), else here into W/bin (ci/cluster/binaries.sh,
+# with the suite's test binary, which e2e.sh runs from there)
+bin=${GVZ_CLUSTER_BIN:-}
+if [ -z "$bin" ]; then
+	bin=$W/bin
+	sh ci/cluster/binaries.sh "$bin"
+fi
+for b in gvisorgen tlsmirror; do
+	[ -x "$bin/$b" ] || { log "FAIL: $bin/$b missing (ci/cluster/binaries.sh builds it)"; exit 2; }
+	cp "$bin/$b" "$W/$b"
+done
 
 # one OCI archive, three references: the installer/smoke/test image (busybox-static with every applet) and the
 # sandbox (pause) images of containerd 1.6 and 2.4.2's default configs (busybox sleeping). Each is named by its tag
@@ -139,7 +151,7 @@ mirror_files() { # V
 	# here is aarch64, so its files are hard links to the x86_64 ones (same digests; only the .sha512 files are read).
 	for v in "$V_GOOD" "$V_UP" "$V_BAD" "$V_DEB"; do cp -al "$S/$v/x86_64" "$S/$v/aarch64"; done
 }
-for v in 16 17 24; do mirror_files "$v"; done
+for v in $VERSIONS; do mirror_files "$v"; done
 
 # the mirror's TLS: a test CA (known only to `gvisorgen pin --ca-file`, not to the system roots) and a server
 # certificate for the node IP (SAN IP). RSA, as in the node tests (busybox wget's TLS client, the installer's for
@@ -276,5 +288,5 @@ oomScoreAdj: 0
 volumePluginDir: $cw/plugins
 EOF
 }
-for v in 16 17 24; do node_files "$v"; done
+for v in $VERSIONS; do node_files "$v"; done
 log "prepared $W in ${SECONDS}s"
