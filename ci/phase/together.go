@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// outputGrace is how long together reads a job's output after the job exited, for what its last processes still
+// write (a var: the test shortens it).
+var outputGrace = 5 * time.Second
+
 // job is one command of `phase together`: NAME=SHELL-COMMAND.
 type job struct {
 	name, cmd string
@@ -93,7 +97,7 @@ func together(args []string, out io.Writer) (int, error) {
 			// read end ends the reader, which is waited for, so nothing of this job prints after "ended")
 			select {
 			case <-read:
-			case <-time.After(5 * time.Second):
+			case <-time.After(outputGrace):
 				lw.line(fmt.Sprintf("::: together: %s left a process holding its output", j.name))
 				_ = r.Close()
 				<-read
