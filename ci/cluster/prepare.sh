@@ -37,8 +37,18 @@ log() { echo "[cluster-prepare] $*"; }
 # the nodes of this run only, as e2e.sh (or the test, run directly) names them: the four suites side by side each made all
 # three, ~300 MB of mirror a node
 VERSIONS=${GVZ_CLUSTER_VERSIONS:?the versions of the run: set by ci/cluster/e2e.sh, or by the test run directly}
+# ctrd_of V: "BINARY SHIM_DIR" of the containerd a node of version V runs (16: Debian's, its shim on PATH); the one list
+# of the versions a node can have
+ctrd_of() {
+	case $1 in
+	16) echo "/usr/bin/containerd" ;;
+	17) echo "$C17DIR/containerd $C17DIR" ;;
+	24) echo "$C24 $SHIM24" ;;
+	*) return 1 ;;
+	esac
+}
 for v in $VERSIONS; do
-	case $v in 16 | 17 | 24) ;; *) log "FAIL: GVZ_CLUSTER_VERSIONS: $v is none of 16, 17, 24"; exit 2 ;; esac
+	ctrd_of "$v" >/dev/null || { log "FAIL: GVZ_CLUSTER_VERSIONS: no node of version $v"; exit 2; }
 done
 
 # --- preconditions ------------------------------------------------------------------------------------------------
@@ -66,7 +76,8 @@ if [ -z "$bin" ]; then
 fi
 for b in gvisorgen tlsmirror; do
 	[ -x "$bin/$b" ] || { log "FAIL: $bin/$b missing (ci/cluster/binaries.sh builds it)"; exit 2; }
-	cp "$bin/$b" "$W/$b"
+	# a hard link where it can (the same file for every suite: read, never written), else a copy
+	ln -f "$bin/$b" "$W/$b" 2>/dev/null || cp "$bin/$b" "$W/$b"
 done
 
 # one OCI archive, three references: the installer/smoke/test image (busybox-static with every applet) and the
@@ -196,16 +207,11 @@ node_files() { # V
 	cp -r cue "$cw/repo/cue"
 	cp "$P"/* "$cw/conf/"
 	printf '/etc/containerd etc-containerd\n/usr/local/bin usr-local-bin\n/usr/local/sbin usr-local-sbin\n' >"$cw/binds"
-	local ctrd=/usr/bin/containerd ctrd_path=""
-	if [ "$v" = 17 ]; then
-		ctrd=$C17DIR/containerd ctrd_path=$C17DIR
-		printf '#!/bin/sh\nexec %s "$@"\n' "$ctrd" >"$H/usr-local-sbin/containerd"
-		chmod 755 "$H/usr-local-sbin/containerd"
-	fi
-	if [ "$v" = 24 ]; then
-		ctrd=$C24 ctrd_path=$SHIM24
+	local ctrd ctrd_path
+	read -r ctrd ctrd_path < <(ctrd_of "$v")
+	if [ "$ctrd" != /usr/bin/containerd ]; then
 		# the host's `containerd` (found by the installer's host commands) is the one that runs
-		printf '#!/bin/sh\nexec %s "$@"\n' "$C24" >"$H/usr-local-sbin/containerd"
+		printf '#!/bin/sh\nexec %s "$@"\n' "$ctrd" >"$H/usr-local-sbin/containerd"
 		chmod 755 "$H/usr-local-sbin/containerd"
 	fi
 	# kubelet's cgroupRoot, named by the version and this run's scratch folder: two runs side by side on the machine
