@@ -63,12 +63,16 @@ func TestForeignRunscHandlerKeepsTheGateClosed(t *testing.T) {
 				return false, Stop(fmt.Errorf("the installer pod %s became Ready with a runc-typed runsc handler", p.Name))
 			}
 			s := initStatus(p, "configure-containerd")
-			return s != nil && s.RestartCount >= 1 && failedExit(s) != 0, nil
+			return failedAgain(s), nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		log, err := c.Logs(ctx, installerNS, p.Name, "configure-containerd", true)
+		// the finished retry's log (kubectl logs -c); the previous run's while the next one is under way
+		log, err := c.Logs(ctx, installerNS, p.Name, "configure-containerd", false)
+		if err != nil || !strings.Contains(log, "ERROR") {
+			log, err = c.Logs(ctx, installerNS, p.Name, "configure-containerd", true)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +96,16 @@ func TestForeignRunscHandlerKeepsTheGateClosed(t *testing.T) {
 			}
 		}
 
-		// the handler goes; a new installer pod (no back-off) writes gvisorgen's own: scenario 2 waits for it
+		c.fetched, _ = c.Logs(ctx, installerNS, p.Name, "install-runsc", false)
+		// The DaemonSet and its pod go first, so that the install (and its one containerd restart) is scenario 2's:
+		// the handler is removed only once no run of the old pod can still be under way — a retry that read the
+		// config after the removal went on to restart containerd (seen: scenario 2 then counted 2 restarts).
+		bg := metav1.DeletePropagationBackground
+		if err := c.Admin.AppsV1().DaemonSets(installerNS).Delete(ctx, installerDS, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+		c.deletePod(ctx, t, installerNS, p.Name)
+		c.waitTasksGone(ctx, t, p)
 		if file == mainCfg {
 			err = os.WriteFile(c.HostPath(file), orig, 0o644)
 		} else if err = os.Remove(c.HostPath(file)); err == nil && noDir != nil {
@@ -101,12 +114,5 @@ func TestForeignRunscHandlerKeepsTheGateClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.fetched, _ = c.Logs(ctx, installerNS, p.Name, "install-runsc", false)
-		// the DaemonSet goes too, so that the install (and its one containerd restart) is scenario 2's
-		bg := metav1.DeletePropagationBackground
-		if err := c.Admin.AppsV1().DaemonSets(installerNS).Delete(ctx, installerDS, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-			t.Fatal(err)
-		}
-		c.deletePod(ctx, t, installerNS, p.Name)
 	})
 }

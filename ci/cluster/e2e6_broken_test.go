@@ -96,7 +96,7 @@ func (c *Cluster) applyRefused(ctx context.Context, t *testing.T, why string) (s
 			return false, Stop(fmt.Errorf("the installer pod %s became Ready with %s", p.Name, why))
 		}
 		s := initStatus(p, "install-runsc")
-		return s != nil && s.RestartCount >= 1 && failedExit(s) != 0, nil
+		return failedAgain(s), nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +143,13 @@ func initStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 		}
 	}
 	return nil
+}
+
+// failedAgain: the container was retried (the kubelet restarted it at least once) and its latest run has finished,
+// failing. A retry still running does not count: what it will do is not known yet (the foreign-handler scenario
+// removed the handler while a retry ran, and that retry went on to restart containerd).
+func failedAgain(s *corev1.ContainerStatus) bool {
+	return s != nil && s.RestartCount >= 1 && s.State.Running == nil && failedExit(s) != 0
 }
 
 // failedExit is the exit code of a container's last finished run (current, else previous).
