@@ -16,6 +16,9 @@ CUE       := $(TOOLBIN)/cue-$(CUE_VERSION)
 KUBE_SCORE := $(TOOLBIN)/kube-score-$(KUBE_SCORE_VERSION)
 TRIVY      := $(TOOLBIN)/trivy-$(TRIVY_VERSION)
 BIN       := .bin/gvisorgen
+# How many cluster suites make e2e-together runs at once: auto (ci/phase/jobs.go decides from what a process costs
+# here), all, or a number.
+E2E_JOBS  ?= auto
 
 .PHONY: all build generate check vet test test-heavy test-node test-node-e2e e2e e2e-cluster e2e-flux e2e-argocd e2e-agents e2e-together test-kms bench schemas docs fmt lint scan scan-all clean
 all: generate
@@ -99,15 +102,15 @@ e2e-argocd: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh
 
-## e2e-together: e2e-cluster, e2e-flux, e2e-agents and e2e-argocd side by side, as CI runs them (each suite on clusters of its own; they mostly wait): what they share is set up and built first (gvisorgen, tlsmirror and the suites' test binary once), every line is prefixed with its suite's name
+## e2e-together: e2e-cluster, e2e-argocd, e2e-flux and e2e-agents side by side, as CI runs them (each suite on clusters of its own): all four at once where a process is cheap (they mostly wait), one per core where it is dear (they are CPU-bound: ci/phase/jobs.go), longest first; what they share is set up and built first (gvisorgen, tlsmirror and the suites' test binary once), every line is prefixed with its suite's name
 e2e-together: $(KUSTOMIZE)
 	sh ci/cluster/setup.sh
 	sh ci/flux/build.sh && sh ci/registry/build.sh && sh ci/agentsandbox/build.sh && sh ci/argocd/build.sh
 	$(GO) build -o .bin/phase ./ci/phase
 	sh ci/cluster/binaries.sh .bin/e2e
 	# built, not go run: go run dies on SIGTERM without passing it on, which would orphan the suites
-	GVZ_CLUSTER_BIN=$(CURDIR)/.bin/e2e .bin/phase together cluster='sh ci/cluster/e2e.sh' flux='sh ci/cluster/e2e-flux.sh' \
-		agents='sh ci/cluster/e2e-agents.sh' argocd='KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh'
+	GVZ_CLUSTER_BIN=$(CURDIR)/.bin/e2e .bin/phase together -jobs $(E2E_JOBS) cluster='sh ci/cluster/e2e.sh' \
+		argocd='KUSTOMIZE=$(KUSTOMIZE) sh ci/cluster/e2e-argocd.sh' flux='sh ci/cluster/e2e-flux.sh' agents='sh ci/cluster/e2e-agents.sh'
 
 ## e2e-agents: SIG Apps' agent-sandbox controller (built, cached) on a sandbox class of a fresh cluster (containerd 2.4.2): a warm pool Pending until the class's gate opens, then under gVisor; a claim adopting a warm sandbox; suspend and resume; a gVisor bump with a sandbox running across it
 e2e-agents:

@@ -4,7 +4,7 @@
 //	phase run -results FILE -id ID [-cold] -- CMD ARGS...
 //	phase probe -out FILE
 //	phase report -results FILE [-budget ci/phase/budget.tsv] [-probe FILE]
-//	phase together NAME=COMMAND NAME=COMMAND...
+//	phase together [-jobs N|all|auto] NAME=COMMAND NAME=COMMAND...
 //
 // probe measures the machine (probe.go), so that report scales the shares, measured on the reference machine, to it.
 // run executes one phase and appends what it measured to FILE: the wall
@@ -12,8 +12,9 @@
 // runner is their subreaper) and the CPU time everything else on the machine
 // used meanwhile. report prints each phase against its share and exits 1 when
 // the total, corrected for that foreign load, exceeds the budget by more than
-// the margin (budget.go says which and why). together runs suites that
-// mostly wait side by side as one phase (together.go).
+// the margin (budget.go says which and why). together runs suites side by
+// side as one phase (together.go), as many at once as -jobs allows (jobs.go:
+// auto runs all where processes are cheap, one per core where they are dear).
 package main
 
 import (

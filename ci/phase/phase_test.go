@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,6 +280,8 @@ func TestTogether(t *testing.T) {
 	// a job's output is read for a second after it exited (5 in use): the leftover case waits that long
 	defer func(g time.Duration) { outputGrace = g }(outputGrace)
 	outputGrace = time.Second
+	defer func(f func() (float64, error)) { procCost = f }(procCost)
+	procCost = func() (float64, error) { return 5.6, nil }
 	for _, c := range []struct {
 		name  string
 		args  []string
@@ -299,6 +304,20 @@ func TestTogether(t *testing.T) {
 		// a process the job leaves holding its output: the job ends anyway, and nothing of it prints after that
 		{name: "a leftover process", args: []string{"d=(while :; do echo tick; sleep 0.05; done) & sleep 0.2; echo bye", "ok=true"},
 			lines: []string{"[d] bye", "::: together: d left a process holding its output"}},
+		// -jobs 1: one after the other, in the order given (b fails unless a ended before it started)
+		{name: "one at a time", args: []string{"-jobs", "1", "a=sleep 0.3; : >a.done", "b=[ -e a.done ] || exit 7; echo after-a"},
+			lines: []string{"::: together: 1 of 2 jobs at a time (-jobs 1)", "[b] after-a"}},
+		// -jobs 2 of three: a and b side by side (a waits for b), c only once one of them ended
+		{name: "two of three at a time", args: []string{"-jobs", "2",
+			"a=i=0; until [ -e b.done ]; do i=$((i+1)); [ $i -lt 600 ] || exit 9; sleep 0.1; done; sleep 0.3; : >a.done",
+			"b=: >b.done", "c=[ -e b.done ] || exit 7; echo c-ran"},
+			lines: []string{"::: together: 2 of 3 jobs at a time (-jobs 2)", "[c] c-ran"}},
+		{name: "more slots than jobs", args: []string{"-jobs", "8", "a=true", "b=true"}},
+		{name: "jobs 0", args: []string{"-jobs", "0", "a=true", "b=true"}, code: 2, err: `-jobs "0": want all, auto or a number`},
+		{name: "jobs not a number", args: []string{"-jobs", "some", "a=true", "b=true"}, code: 2, err: `-jobs "some"`},
+		// auto: the machine's process cost decides (procCost stubbed below: 5.6 ms, the slow kind)
+		{name: "auto on a machine where processes are dear", args: []string{"-jobs", "auto", "a=true", "b=true", "c=true"},
+			lines: []string{fmt.Sprintf("::: together: %d of 3 jobs at a time (a process costs 5.60 ms of CPU here, over 2.5: one at a time per core, %d cores)", min(runtime.NumCPU(), 3), runtime.NumCPU())}},
 		{name: "one job is not together", args: []string{"a=true"}, code: 2, err: "usage"},
 		{name: "a job without a name", args: []string{"=true", "b=true"}, code: 2, err: `"=true": want NAME=COMMAND`},
 		{name: "a name twice", args: []string{"a=true", "a=false"}, code: 2, err: "given twice"},
@@ -356,5 +375,90 @@ func TestProbe(t *testing.T) {
 	t.Logf("this machine: %v", s)
 	if _, _, err := factors(speed{Proc: s.Proc / 20, CPU: s.CPU}, s); err == nil || !strings.Contains(err.Error(), "a broken probe") {
 		t.Errorf("a probe 20 times off the reference: %v", err)
+	}
+}
+
+// TestTogetherSignal: a signal reaches the running job's group and starts no further job.
+func TestTogetherSignal(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var out syncBuffer
+	done := make(chan int)
+	go func() {
+		code, _ := together([]string{"-jobs", "1", "a=echo up; sleep 30", "b=echo b-ran"}, &out)
+		done <- code
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "[a] up") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a never started:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := unix.Kill(os.Getpid(), unix.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 129 {
+			t.Errorf("code %d, want 129 (a, ended by SIGHUP)\n%s", code, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("together did not end after SIGHUP:\n%s", out.String())
+	}
+	for _, l := range []string{"::: together: a                129s, FAILED (exit 129)", "::: together: b                not started (a signal ended the run), exit 129"} {
+		if !containsStatus(out.String(), l) {
+			t.Errorf("no line like %q in\n%s", l, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "b-ran") {
+		t.Errorf("b started after the signal:\n%s", out.String())
+	}
+}
+
+// containsStatus: the summary line of a job, its seconds ignored.
+func containsStatus(out, want string) bool {
+	re := regexp.MustCompile(`\d+s, `)
+	for _, l := range strings.Split(out, "\n") {
+		if re.ReplaceAllString(l, "Ns, ") == re.ReplaceAllString(want, "Ns, ") {
+			return true
+		}
+	}
+	return false
+}
+
+// syncBuffer: a bytes.Buffer written by together's goroutines and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestAutoJobs(t *testing.T) {
+	for _, c := range []struct {
+		procMs      float64
+		cpus, total int
+		want        int
+	}{
+		{procMs: 1.1, cpus: 2, total: 4, want: 4}, // the fast kind: all at once
+		{procMs: 2.5, cpus: 2, total: 4, want: 4},
+		{procMs: 5.6, cpus: 2, total: 4, want: 2}, // the slow kind: one per core
+		{procMs: 5.6, cpus: 8, total: 4, want: 4},
+		{procMs: 5.6, cpus: 0, total: 4, want: 1},
+	} {
+		n, why, err := autoJobs(c.procMs, c.cpus, c.total)
+		if err != nil || n != c.want || why == "" {
+			t.Errorf("autoJobs(%v, %d, %d) = %d, %q, %v; want %d", c.procMs, c.cpus, c.total, n, why, err, c.want)
+		}
 	}
 }
