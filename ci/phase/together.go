@@ -57,7 +57,7 @@ func parseJobs(args []string) ([]*job, error) {
 func together(args []string, out io.Writer) (int, error) {
 	fs := flag.NewFlagSet("together", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	jobsFlag := fs.String("jobs", "all", "how many jobs run at once: a number, all, or auto (jobsAuto)")
+	jobsFlag := fs.String("jobs", "all", "how many jobs run at once: a number, all, or auto (jobs.go: by what a process costs here)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
 	}
