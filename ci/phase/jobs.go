@@ -28,7 +28,7 @@ func jobsLimit(v string, total int) (int, string, error) {
 		if err != nil {
 			return 0, "", fmt.Errorf("-jobs auto: probing the cost of a process: %w", err)
 		}
-		return autoJobs(ms, runtime.NumCPU(), total)
+		return autoJobs(ms, numCPU(), total)
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -45,6 +45,9 @@ func autoJobs(procMs float64, cpus, total int) (int, string, error) {
 	n := min(max(cpus, 1), total)
 	return n, fmt.Sprintf("a process costs %.2f ms of CPU here, over %.1f: one at a time per core, %d cores", procMs, cheapProcMs, cpus), nil
 }
+
+// numCPU is the machine's cores (a var: tests stub it).
+var numCPU = runtime.NumCPU
 
 // procCost is the CPU ms a process costs on this machine: the least of two rounds of the probe's (a var: tests
 // stub it, the probe being seconds of work on a slow machine).
