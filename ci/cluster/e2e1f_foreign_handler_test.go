@@ -68,11 +68,7 @@ func TestForeignRunscHandlerKeepsTheGateClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// the finished retry's log (kubectl logs -c); the previous run's while the next one is under way
-		log, err := c.Logs(ctx, installerNS, p.Name, "configure-containerd", false)
-		if err != nil || !strings.Contains(log, "ERROR") {
-			log, err = c.Logs(ctx, installerNS, p.Name, "configure-containerd", true)
-		}
+		log, err := c.failedRunLog(ctx, p.Name, "configure-containerd")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -201,20 +201,13 @@ func (c *Cluster) sampleRunscContainers(t *testing.T) (stop func()) {
 func (c *Cluster) runscContainers() (all, running int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sock := "--address=/run/containerd/containerd.sock"
-	cs, err := c.nsenter(ctx, true, "ctr", sock, "-n", "k8s.io", "containers", "ls")
+	cs, err := c.ctr(ctx, "containers", "ls")
 	if err != nil {
 		return 0, 0, err
 	}
-	ts, err := c.nsenter(ctx, true, "ctr", sock, "-n", "k8s.io", "tasks", "ls")
+	run, err := c.runningTasks(ctx)
 	if err != nil {
 		return 0, 0, err
-	}
-	run := map[string]bool{}
-	for _, l := range strings.Split(string(ts), "\n") {
-		if f := strings.Fields(l); len(f) >= 3 && f[2] == "RUNNING" {
-			run[f[0]] = true
-		}
 	}
 	for _, l := range strings.Split(string(cs), "\n") {
 		if f := strings.Fields(l); len(f) >= 3 && strings.Contains(f[2], "runsc") {
@@ -225,4 +218,28 @@ func (c *Cluster) runscContainers() (all, running int, err error) {
 		}
 	}
 	return all, running, nil
+}
+
+// ctr runs ctr in the node's namespaces against its containerd, in CRI's namespace (k8s.io).
+func (c *Cluster) ctr(ctx context.Context, args ...string) ([]byte, error) {
+	out, err := c.nsenter(ctx, true, "ctr", append([]string{"--address=/run/containerd/containerd.sock", "-n", "k8s.io"}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// runningTasks is the IDs of the node's containers whose task runs.
+func (c *Cluster) runningTasks(ctx context.Context) (map[string]bool, error) {
+	ts, err := c.ctr(ctx, "tasks", "ls")
+	if err != nil {
+		return nil, err
+	}
+	run := map[string]bool{}
+	for _, l := range strings.Split(string(ts), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[2] == "RUNNING" {
+			run[f[0]] = true
+		}
+	}
+	return run, nil
 }

@@ -116,11 +116,7 @@ func (c *Cluster) applyRefused(ctx context.Context, t *testing.T, why string) (s
 	}
 	s := initStatus(p, "install-runsc")
 	t.Logf("  .. installer pod %s: Ready=false, install-runsc exit %d, restarts %d, the rollout does not complete", p.Name, failedExit(s), s.RestartCount)
-	// kubectl logs -c install-runsc: the last run's log (the previous one while a new run is under way)
-	log, err := c.Logs(ctx, installerNS, p.Name, "install-runsc", false)
-	if err != nil || !strings.Contains(log, "ERROR") {
-		log, err = c.Logs(ctx, installerNS, p.Name, "install-runsc", true)
-	}
+	log, err := c.failedRunLog(ctx, p.Name, "install-runsc")
 	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
 		t.Logf("  [install-runsc] %s", l)
 	}
@@ -143,6 +139,16 @@ func initStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 		}
 	}
 	return nil
+}
+
+// failedRunLog is the log of an installer container's failed run (kubectl logs -c): the last run's, or the previous
+// one's while a new run is under way.
+func (c *Cluster) failedRunLog(ctx context.Context, pod, container string) (string, error) {
+	log, err := c.Logs(ctx, installerNS, pod, container, false)
+	if err != nil || !strings.Contains(log, "ERROR") {
+		log, err = c.Logs(ctx, installerNS, pod, container, true)
+	}
+	return log, err
 }
 
 // failedAgain: the container was retried (the kubelet restarted it at least once) and its latest run has finished,

@@ -268,22 +268,17 @@ func gvisorOff(y string) string {
 // a force-deleted pod leaves the API at once, its containers a moment later, when the kubelet has killed them.
 func (c *Cluster) waitTasksGone(ctx context.Context, t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	sock := "--address=/run/containerd/containerd.sock"
 	err := Poll(ctx, 500*time.Millisecond, 60*time.Second, "no task of pod "+p.Name+" running on the node", func(ctx context.Context) (bool, error) {
-		cs, err := c.nsenter(ctx, true, "ctr", sock, "-n", "k8s.io", "containers", "ls", "-q", `labels."io.kubernetes.pod.uid"==`+string(p.UID))
+		cs, err := c.ctr(ctx, "containers", "ls", "-q", `labels."io.kubernetes.pod.uid"==`+string(p.UID))
 		if err != nil {
-			return false, fmt.Errorf("ctr containers ls: %v: %s", err, cs)
+			return false, err
 		}
-		mine := map[string]bool{}
+		run, err := c.runningTasks(ctx)
+		if err != nil {
+			return false, err
+		}
 		for _, id := range strings.Fields(string(cs)) {
-			mine[id] = true
-		}
-		ts, err := c.nsenter(ctx, true, "ctr", sock, "-n", "k8s.io", "tasks", "ls")
-		if err != nil {
-			return false, fmt.Errorf("ctr tasks ls: %v: %s", err, ts)
-		}
-		for _, l := range strings.Split(string(ts), "\n") {
-			if f := strings.Fields(l); len(f) >= 3 && mine[f[0]] && f[2] == "RUNNING" {
+			if run[id] {
 				return false, nil
 			}
 		}
