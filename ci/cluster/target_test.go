@@ -35,7 +35,10 @@ func (c *Cluster) daemonSetFile() string {
 // images by their digests (no registry has them). The sandbox network is on (runsc's default): the current runsc sets
 // it up here; only Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
 // No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is on (the default): its
-// label-node container reaches the API server through the kubernetes Service (kube-proxy, node.sh).
+// label-node container reaches the API server through the kubernetes Service (kube-proxy, node.sh). The installer's
+// readiness probe runs every 5 s instead of 30: the scenarios wait on it (a rollout, a node made unready and ready
+// again, Argo CD's and Flux's health), and a probe worker the kubelet starts in its first period first sleeps a random
+// part of one.
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
 gvisor:
@@ -45,6 +48,7 @@ gvisor:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
     priorityQuota: {create: %t}
+    readinessProbe: {periodSeconds: 5}
   readinessGate:
     image: {repository: gvz-e2e/kubectl, tag: e2e, digest: "%s", pullPolicy: Never}
 %s%ssmoke:

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestReadyHashesOnlyWhatChanged: the readiness probe runs every 30 s on every node; hashing the release each time
+// TestReadyHashesOnlyWhatChanged: the readiness probe runs every 30 s (the default period) on every node; hashing the release each time
 // (~200 MB for an archive release) costs a node a few per cent of a core for ever. install-runsc records each current
 // file's identity on disk ("seen" lines: device, inode, size, mtime, ctime) before it hashes the installed files, and
 // ready.sh hashes a file again only when that identity changed. The probe's verdict must not change: a write that

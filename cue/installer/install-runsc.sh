@@ -534,7 +534,7 @@ if ! cmp -s "$GVZ_TMP/dispatch" "$IDIR/$GVZ_DISPATCH_NAME" 2>/dev/null; then
     gvz_log "wrote $GVZ_DISPATCH (the runsc runsc.toml names: each call goes to the release whose state root holds the container)"
 fi
 
-# What the readiness probe may trust without hashing again (it runs every 30 s on every node; hashing a release is
+# What the readiness probe may trust without hashing again (it runs every 30 s by default on every node; hashing a release is
 # ~200 MB of reads): each current file's identity on disk, taken first, then every file hashed as it is on disk. A
 # write after the identity was taken changes it; one before it fails the hash here.
 printf '%s\n' "$files" | awk 'NF == 3 { print $2 "  " $3 }' >"$GVZ_TMP/cur.sha512"

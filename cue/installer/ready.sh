@@ -18,7 +18,7 @@
 #                   gvisorgen runsc.toml, no applied marker.
 # Cost per run: one stat of the installed files, and a sha512 of each one whose identity on disk (device, inode, size,
 # mtime, ctime) is not the one install-runsc recorded when it hashed it (none, unless something wrote to it: a release
-# is ~200 MB, and this runs every 30 s on every node); a sha512 of the config, the drop-in and each runsc.toml.
+# is ~200 MB, and this runs every 30 s by default on every node); a sha512 of the config, the drop-in and each runsc.toml.
 # Environment: the same as the init containers (HOST_ROOT GVISOR_MODE GVISOR_VERSION INSTALL_DIR CONTAINERD_CONFIG
 #   RUNSC_CONFIG); the generator must set them on the main container too.
 set -eu
