@@ -36,9 +36,11 @@ func (c *Cluster) daemonSetFile() string {
 // it up here; only Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
 // No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is on (the default): its
 // label-node container reaches the API server through the kubernetes Service (kube-proxy, node.sh). The installer's
-// readiness probe runs every 5 s instead of 30: the scenarios wait on it (a rollout, a node made unready and ready
-// again, Argo CD's and Flux's health), and a probe worker the kubelet starts in its first period first sleeps a random
-// part of one.
+// readiness probe runs every 10 s instead of 30: the scenarios wait on it (a rollout, a node made unready and ready
+// again, Argo CD's and Flux's health; a probe worker the kubelet starts in its first period first sleeps a random part
+// of one). Not shorter: a probe costs ~0.35 s of CPU on the slow kind of machine (the exec through kubelet, containerd,
+// the shim and runc, then ready.sh), and there the suites are CPU-bound: every 5 s added ~210 s of CPU to
+// e2e-together's seven clusters (2026-12-07).
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
 gvisor:
@@ -48,7 +50,7 @@ gvisor:
     mode: %s
     image: {repository: gvz-e2e/busybox, tag: e2e, digest: "%s", pullPolicy: Never}
     priorityQuota: {create: %t}
-    readinessProbe: {periodSeconds: 5}
+    readinessProbe: {periodSeconds: 10}
   readinessGate:
     image: {repository: gvz-e2e/kubectl, tag: e2e, digest: "%s", pullPolicy: Never}
 %s%ssmoke:
