@@ -290,10 +290,8 @@ readOnlyPort: 0
 serializeImagePulls: false
 syncFrequency: 10s
 fileCheckFrequency: 10s
-# a failing container's restart back-off: 10 s and no longer (KubeletCrashLoopBackOffMax, on by default since 1.35;
-# kubelet's default doubles 10 s up to 5 minutes). Scenarios wait on the installer's retries (uninstall until the
-# kubelet's container GC, every minute, removed the stopped gVisor containers; a refused artifact refused again), and
-# a retry does the same at any back-off
+# a failing container's restart back-off at most 10 s (the default doubles up to 5 minutes): ci/cluster/README.md,
+# "Only the product's own values", says why
 crashLoopBackOff: {maxContainerRestartPeriod: 10s}
 oomScoreAdj: 0
 volumePluginDir: $cw/plugins

@@ -36,11 +36,7 @@ func (c *Cluster) daemonSetFile() string {
 // it up here; only Debian's 2022 runsc (vDeb) cannot, so its target sets runsc network "none".
 // No sha512: the pins come from pins.cue, written by gvisorgen pin. The readiness gate is on (the default): its
 // label-node container reaches the API server through the kubernetes Service (kube-proxy, node.sh). The installer's
-// readiness probe runs every 10 s instead of 30: the scenarios wait on it (a rollout, a node made unready and ready
-// again, Argo CD's and Flux's health; a probe worker the kubelet starts in its first period first sleeps a random part
-// of one). Not shorter: a probe costs ~0.35 s of CPU on the slow kind of machine (the exec through kubelet, containerd,
-// the shim and runc, then ready.sh), and there the suites are CPU-bound: every 5 s added ~210 s of CPU to
-// e2e-together's seven clusters (2026-12-07).
+// readiness probe runs every 10 s, not 30 nor 5: README.md, "Only the product's own values", says why.
 func (c *Cluster) writeTarget(version, mode string) error {
 	y := fmt.Sprintf(`profile: kind
 gvisor:

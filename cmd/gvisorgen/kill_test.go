@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -206,7 +207,7 @@ func TestKillDuringWrite(t *testing.T) {
 			if missed != nil {
 				t.Fatalf("kill %d: generate failed before a %s appeared in %s: %v", i, phase, first, missed)
 			}
-			if got := readTree(t, repo); !sameTree(got, trees[to]) {
+			if got := readTree(t, repo); !maps.EqualFunc(got, trees[to], bytes.Equal) {
 				t.Fatalf("kill %d: generate ended before a %s appeared, and the tree is not %s's", i, phase, to)
 			}
 			if misses++; misses > 8 {
@@ -291,19 +292,6 @@ func TestKillDuringWrite(t *testing.T) {
 		}
 		from = to
 	}
-}
-
-// sameTree: the same paths with the same bytes.
-func sameTree(a, b map[string][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for p, data := range a {
-		if want, ok := b[p]; !ok || !bytes.Equal(want, data) {
-			return false
-		}
-	}
-	return true
 }
 
 // readTree reads every file under root but cue/ and targets/: paths
