@@ -1,18 +1,20 @@
 #!/bin/sh
-# Build Argo CD (its one multi-call binary: application-controller, repo-server, applicationset-controller, the CLI)
+# Build Argo CD (one multi-call binary of the components the e2e runs: application-controller, repo-server,
+# applicationset-controller, git-ask-pass; ci/argocd/e2emain)
 # from its module and cache it outside the repo, with what the e2e installs from the same module version:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen/argocd-<key>/{argocd, argocd-<component> -> argocd, manifests/, hack/}
 #
 # The module needs Go 1.27 (GOTOOLCHAIN, which the Go module proxy serves) and replaces its gitops-engine with
 # ./gitops-engine, which the module zip does not hold: the same version of that module is put there. <key> hashes the
-# versions below and this script. The build goes into a temp folder renamed into place only when done.
+# versions below, this script and e2emain/main.go. The build goes into a temp folder renamed into place only when done.
 # Cold: about 8 minutes on 2 cores (downloads included).
 #
 #   sh ci/argocd/build.sh          build if needed, print timings and the folder
 #   sh ci/argocd/build.sh --dir    print the cache folder only (nothing is built)
 set -eu
 
+here=$(cd "$(dirname "$0")" && pwd)
 ARGOCD_VERSION=v3.6.2
 ARGOCD_GO=go1.27.3
 GO=${GO:-go}
@@ -20,7 +22,7 @@ now() { date +%s; }
 t0=$(now)
 key=$({
 	echo "$ARGOCD_VERSION $ARGOCD_GO"
-	cat "$0"
+	cat "$0" "$here/e2emain/main.go"
 } | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gvisorgen
 dest=$cache/argocd-$key
@@ -51,11 +53,14 @@ cp -r "$src" "$tmp/src"
 chmod -R u+w "$tmp/src"
 cp -r "$engine" "$tmp/src/gitops-engine"
 chmod -R u+w "$tmp/src/gitops-engine"
-echo "argocd: building $ARGOCD_VERSION with $ARGOCD_GO"
-# The version as Argo CD's Makefile stamps it (common.version, from its VERSION file), so that `argocd version` and
-# the controllers' logs name it.
-(cd "$tmp/src" && GOTOOLCHAIN=$ARGOCD_GO CGO_ENABLED=0 GOFLAGS=-buildvcs=false "$GO" build -trimpath \
-	-ldflags="-s -w -X github.com/argoproj/argo-cd/v3/common.version=$(cat VERSION)" -o "$tmp/argocd" ./cmd)
+# Only the components the e2e runs (e2emain/main.go says which and why), not upstream's cmd/ and all of its own.
+mkdir "$tmp/src/cmd/e2emain"
+cp "$here/e2emain/main.go" "$tmp/src/cmd/e2emain/"
+echo "argocd: building $ARGOCD_VERSION with $ARGOCD_GO (the components of ci/argocd/e2emain)"
+# The version as Argo CD's Makefile stamps it (common.version, from its VERSION file), so that the controllers' logs
+# name it.
+(cd "$tmp/src" && GOTOOLCHAIN=$ARGOCD_GO CGO_ENABLED=0 GOFLAGS=-buildvcs=false "$GO" build -trimpath -tags argocde2e \
+	-ldflags="-s -w -X github.com/argoproj/argo-cd/v3/common.version=$(cat VERSION)" -o "$tmp/argocd" ./cmd/e2emain)
 for c in application-controller repo-server applicationset-controller; do
 	ln -s argocd "$tmp/argocd-$c"
 done
