@@ -22,7 +22,6 @@ import (
 	gitaskpass "github.com/argoproj/argo-cd/v3/cmd/argocd-git-ask-pass/commands"
 	reposerver "github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands"
 	"github.com/argoproj/argo-cd/v3/common"
-	"github.com/argoproj/argo-cd/v3/util/grpc"
 	"github.com/argoproj/argo-cd/v3/util/log"
 )
 
@@ -31,8 +30,10 @@ func init() {
 	klog.SetLogger(log.NewLogrusLogger(log.NewWithCurrentConfig()))
 }
 
+// Upstream's main also calls util/grpc's DisableSRVLookups, which turns off gRPC's DNS SRV lookups that grpclb's init
+// turns on, and panics when it finds them off: none of these components links grpclb (go list -deps), so they are
+// off, as upstream wants them, and the call would only panic.
 func main() {
-	grpc.DisableSRVLookups()
 	name := filepath.Base(os.Args[0])
 	if v := os.Getenv("ARGOCD_BINARY_NAME"); v != "" {
 		name = v
