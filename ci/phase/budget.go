@@ -192,9 +192,6 @@ func report(w io.Writer, b *budget, ms []measurement, here *speed) error {
 			overs = append(overs, over{m.ID, ratio})
 		}
 	}
-	if u, ok := union(ms); ok {
-		wall = u
-	}
 	fmt.Fprintf(w, "%-22s %5s %6.0fs %7s %7s %6.0fs %6.0fs %5.2f (fails above %.2f)\n", "total", "", wall, "", "", alone, limit, alone/limit, Margin)
 	if alone > limit*Margin {
 		sort.SliceStable(overs, func(i, j int) bool { return overs[i].ratio > overs[j].ratio })
@@ -212,8 +209,7 @@ func appendResult(path string, m measurement) error {
 	if err != nil {
 		return err
 	}
-	// One write of one line to a file opened for appending: two phases side by side append whole lines.
-	_, err = fmt.Fprintf(f, "%s\t%t\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\n", m.ID, m.Cold, m.Wall, m.CPU, m.Foreign, m.CPUs, m.Exit, m.Start)
+	_, err = fmt.Fprintf(f, "%s\t%t\t%.1f\t%.1f\t%.1f\t%d\t%d\n", m.ID, m.Cold, m.Wall, m.CPU, m.Foreign, m.CPUs, m.Exit)
 	return errors.Join(err, f.Close())
 }
 
@@ -228,7 +224,7 @@ func loadResults(path string) ([]measurement, error) {
 			continue
 		}
 		f := strings.Split(line, "\t")
-		if len(f) != 8 {
+		if len(f) != 7 {
 			return nil, fmt.Errorf("%s:%d: malformed: %q", path, i+1, line)
 		}
 		var m measurement
@@ -243,38 +239,10 @@ func loadResults(path string) ([]measurement, error) {
 		m.Wall, m.CPU, m.Foreign = num(f[2]), num(f[3]), num(f[4])
 		m.CPUs = int(num(f[5]))
 		m.Exit = int(num(f[6]))
-		m.Start = num(f[7])
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
 		ms = append(ms, m)
 	}
 	return ms, nil
-}
-
-// union is the time any phase ran: the run's wall time when phases ran side by side (their walls' sum counts the
-// overlap twice). ok is false when a measurement has no start.
-func union(ms []measurement) (float64, bool) {
-	type span struct{ from, to float64 }
-	var ss []span
-	for _, m := range ms {
-		if m.Start <= 0 {
-			return 0, false
-		}
-		ss = append(ss, span{m.Start, m.Start + m.Wall})
-	}
-	sort.Slice(ss, func(i, j int) bool { return ss[i].from < ss[j].from })
-	var total, end float64
-	for i, s := range ss {
-		if i == 0 || s.from > end {
-			total += s.to - s.from
-			end = s.to
-			continue
-		}
-		if s.to > end {
-			total += s.to - end
-			end = s.to
-		}
-	}
-	return total, true
 }

@@ -37,19 +37,6 @@ func jobsLimit(v string, total int) (int, string, error) {
 	return min(n, total), "-jobs " + v, nil
 }
 
-// cheap: processes are cheap on this machine (phase cheap exits 0), and why, for the log. .ci/run runs test-node
-// beside the cluster suites where they are: those leave a core idle there (the same measure as -jobs auto's).
-func cheap() (bool, string, error) {
-	ms, err := procCost()
-	if err != nil {
-		return false, "", fmt.Errorf("probing the cost of a process: %w", err)
-	}
-	if ms <= cheapProcMs {
-		return true, fmt.Sprintf("a process costs %.2f ms of CPU here, at most %.1f: cheap", ms, cheapProcMs), nil
-	}
-	return false, fmt.Sprintf("a process costs %.2f ms of CPU here, over %.1f: dear", ms, cheapProcMs), nil
-}
-
 // autoJobs: -jobs auto's choice for a machine where a process costs procMs of CPU and that has cpus cores.
 func autoJobs(procMs float64, cpus, total int) (int, string, error) {
 	if procMs <= cheapProcMs {

@@ -5,7 +5,6 @@
 //	phase probe -out FILE
 //	phase report -results FILE [-budget ci/phase/budget.tsv] [-probe FILE]
 //	phase together [-jobs N|all|auto] NAME=COMMAND NAME=COMMAND...
-//	phase cheap
 //
 // probe measures the machine (probe.go), so that report scales the shares, measured on the reference machine, to it.
 // run executes one phase and appends what it measured to FILE: the wall
@@ -15,8 +14,7 @@
 // the total, corrected for that foreign load, exceeds the budget by more than
 // the margin (budget.go says which and why). together runs suites side by
 // side as one phase (together.go), as many at once as -jobs allows (jobs.go:
-// auto runs all where processes are cheap, one per core where they are dear). cheap exits 0 where processes are
-// cheap, 1 where they are dear (.ci/run runs test-node beside the cluster suites where they are cheap).
+// auto runs all where processes are cheap, one per core where they are dear).
 package main
 
 import (
@@ -133,17 +131,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		fmt.Fprintf(stdout, "::: machine probe: %v\n", s)
-		return 0
-	case "cheap":
-		ok, why, err := cheap()
-		if err != nil {
-			fmt.Fprintln(stderr, "phase cheap:", err)
-			return 2
-		}
-		fmt.Fprintf(stdout, "::: %s\n", why)
-		if !ok {
-			return 1
-		}
 		return 0
 	case "together":
 		code, err := together(args[1:], stdout)

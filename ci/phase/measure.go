@@ -23,9 +23,6 @@ type measurement struct {
 	// processes; Foreign the CPU time the rest of the machine used meanwhile
 	// (another build, a leftover daemon, the hypervisor's steal). All seconds.
 	Wall, CPU, Foreign float64
-	// Start is when the phase began (Unix seconds): phases run side by side overlap, and the run's wall time is the
-	// union of theirs.
-	Start float64
 	// CPUs is the machine's processor count.
 	CPUs int
 	Exit int
@@ -122,7 +119,6 @@ func measure(id string, cold bool, argv []string) (measurement, int, error) {
 		return m, 0, err
 	}
 	start := time.Now()
-	m.Start = float64(start.UnixNano()) / 1e9
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Caught (not ignored, which the phase would inherit) and passed on.
