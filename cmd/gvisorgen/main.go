@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/gvisorgen/gvisorgen/internal/eval"
 	"github.com/gvisorgen/gvisorgen/internal/gen"
@@ -19,7 +18,7 @@ const (
 	exitError = 2
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() { mainExit() }
 
 // run executes the CLI, prints any error once and decides the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

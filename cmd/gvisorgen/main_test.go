@@ -19,15 +19,16 @@ func TestMain(m *testing.M) {
 	// The test binary is gvisorgen itself when the kill test runs it as a
 	// subprocess (it needs a real process to SIGKILL).
 	if os.Getenv("GVISORGEN_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		mainExit()
 	}
 	testscript.Main(m, map[string]func(){
-		"gvisorgen": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"gvisorgen": mainExit,
 		// a KMS plugin (sigstore's protocol) whose KMS is a key file: push --key testkms://<path>
 		"sigstore-kms-testkms": func() { os.Exit(testkms.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		// expect CODE ARGS... runs gvisorgen ARGS and succeeds only when it
 		// exits with CODE, so scripts can assert the exact exit code.
 		"expect": func() {
+			tuneGC()
 			want := os.Args[1]
 			got := run(os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
 			if strconv.Itoa(got) != want {
