@@ -21,29 +21,20 @@ const gcPercent = 200
 // gcMemLimit is a var: the test of the fallback sets a small one.
 var gcMemLimit int64 = 240 << 20
 
-// tuneGC applies them, once, at the start of the process. A fleet whose live heap nears the limit (some 5,500
-// targets: ~27 MB, plus ~28 KB a target) would have the collector run almost without pause: after any collection
-// that finds the live heap over 3/4 of the limit, the rest of the run has Go's defaults (watchHeap).
+// tuneGC applies them, once, at the start of the process; a user who set either variable keeps Go's handling of both.
+// A fleet whose live heap nears the limit (some 5,500 targets: ~27 MB, plus ~28 KB a target) would have the collector
+// run almost without pause: after any collection that finds the live heap over 3/4 of the limit, the rest of the run
+// has Go's defaults (watchHeap).
 func tuneGC() {
-	tuned := false
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-		tuned = true
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(gcMemLimit)
-		tuned = true
-	}
-	if tuned {
-		watchHeap(func() {
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(100)
-			}
-			if os.Getenv("GOMEMLIMIT") == "" {
-				debug.SetMemoryLimit(math.MaxInt64)
-			}
-		})
-	}
+	debug.SetGCPercent(gcPercent)
+	debug.SetMemoryLimit(gcMemLimit)
+	watchHeap(func() {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(math.MaxInt64)
+	})
 }
 
 // sentinel is garbage whose finalizer runs after the collection that frees it (a pointer field keeps it out of the

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestTuneGC: the collector's settings apply unless the user set GOGC or GOMEMLIMIT, each on its own.
+// TestTuneGC: the collector's settings apply unless the user set GOGC or GOMEMLIMIT; either leaves both to Go.
 func TestTuneGC(t *testing.T) {
 	pct0 := debug.SetGCPercent(100)
 	lim0 := debug.SetMemoryLimit(math.MaxInt64)
@@ -19,8 +19,8 @@ func TestTuneGC(t *testing.T) {
 		limit                int64
 	}{
 		{"neither set", "", "", gcPercent, gcMemLimit},
-		{"GOGC set", "50", "", 100, gcMemLimit},
-		{"GOMEMLIMIT set", "", "1GiB", gcPercent, math.MaxInt64},
+		{"GOGC set", "50", "", 100, math.MaxInt64},
+		{"GOMEMLIMIT set", "", "1GiB", 100, math.MaxInt64},
 		{"both set", "50", "1GiB", 100, math.MaxInt64},
 	} {
 		t.Run(c.name, func(t *testing.T) {
