@@ -8,11 +8,17 @@ import (
 	"time"
 )
 
-// TestTuneGC: the collector's settings apply unless the user set GOGC or GOMEMLIMIT; either leaves both to Go.
-func TestTuneGC(t *testing.T) {
+// keepGC puts the process's collector settings and gcMemLimit back when the test ends, and starts it at Go's defaults.
+func keepGC(t *testing.T) {
 	pct0 := debug.SetGCPercent(100)
 	lim0 := debug.SetMemoryLimit(math.MaxInt64)
-	t.Cleanup(func() { debug.SetGCPercent(pct0); debug.SetMemoryLimit(lim0) })
+	limit0 := gcMemLimit
+	t.Cleanup(func() { debug.SetGCPercent(pct0); debug.SetMemoryLimit(lim0); gcMemLimit = limit0 })
+}
+
+// TestTuneGC: the collector's settings apply unless the user set GOGC or GOMEMLIMIT; either leaves both to Go.
+func TestTuneGC(t *testing.T) {
+	keepGC(t)
 	for _, c := range []struct {
 		name, gogc, memlimit string
 		pct                  int
@@ -44,10 +50,7 @@ func TestTuneGC(t *testing.T) {
 // TestTuneGCFallsBack: a live heap over 3/4 of the limit hands the collector back to Go's defaults after the next
 // collection (a fleet that outgrows the limit must not have the collector run without pause).
 func TestTuneGCFallsBack(t *testing.T) {
-	pct0 := debug.SetGCPercent(100)
-	lim0 := debug.SetMemoryLimit(math.MaxInt64)
-	limit0 := gcMemLimit
-	t.Cleanup(func() { debug.SetGCPercent(pct0); debug.SetMemoryLimit(lim0); gcMemLimit = limit0 })
+	keepGC(t)
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	gcMemLimit = 64 << 20
