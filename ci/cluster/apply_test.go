@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,28 +106,59 @@ func SortSyncOrder(objs []*unstructured.Unstructured) {
 
 // ApplyDir applies a folder server side in Argo CD's order: wave by wave, each in kind order. Argo CD waits for a
 // wave to be healthy before the next; here a Namespace is healthy once the controller-manager has made its default
-// ServiceAccount, without which no Pod can be created in it.
+// ServiceAccount, without which no Pod can be created in it, and a CRD once discovery serves its resource: a
+// controller started on a kind discovery does not list yet exits ("no matches for kind": Flux's kustomize-controller,
+// agent-sandbox's), and the API server's discovery lags the CRD's creation by up to a second or so under load.
 func (c *Cluster) ApplyDir(ctx context.Context, dir string) error {
 	objs, err := ReadObjects(dir)
 	if err != nil {
 		return err
 	}
 	SortSyncOrder(objs)
-	var nss []string
+	var pending []*unstructured.Unstructured
 	for i, o := range objs {
 		if err := c.Apply(ctx, o); err != nil {
 			return err
 		}
-		if o.GetKind() == "Namespace" {
-			nss = append(nss, o.GetName())
+		if k := o.GetKind(); k == "Namespace" || k == "CustomResourceDefinition" {
+			pending = append(pending, o)
 		}
-		if last := i == len(objs)-1; last || SyncWave(objs[i+1]) != SyncWave(o) || objs[i+1].GetKind() != "Namespace" {
-			for _, ns := range nss {
-				if err := c.waitDefaultServiceAccount(ctx, ns); err != nil {
+		if last := i == len(objs)-1; last || SyncWave(objs[i+1]) != SyncWave(o) || objs[i+1].GetKind() != o.GetKind() {
+			for _, p := range pending {
+				if err := c.waitHealthy(ctx, p); err != nil {
 					return err
 				}
 			}
-			nss = nil
+			pending = nil
+		}
+	}
+	return nil
+}
+
+// waitHealthy waits for what ApplyDir's next objects need of a Namespace or CRD it applied.
+func (c *Cluster) waitHealthy(ctx context.Context, o *unstructured.Unstructured) error {
+	if o.GetKind() == "Namespace" {
+		return c.waitDefaultServiceAccount(ctx, o.GetName())
+	}
+	group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(o.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		name, _, _ := unstructured.NestedString(vm, "name")
+		if served, _, _ := unstructured.NestedBool(vm, "served"); !served || name == "" || group == "" || plural == "" {
+			continue
+		}
+		gv := group + "/" + name
+		err := Poll(ctx, 200*time.Millisecond, 60*time.Second, plural+"."+gv+" served", func(ctx context.Context) (bool, error) {
+			l, err := c.Admin.Discovery().ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return false, nil
+			}
+			return slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == plural }), nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

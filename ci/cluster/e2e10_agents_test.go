@@ -93,27 +93,7 @@ func (c *Cluster) startAgentSandbox(ctx context.Context, t *testing.T) {
 	if err := c.ApplyDir(ctx, filepath.Join(dir, "crds")); err != nil {
 		t.Fatalf("agent-sandbox CRDs: %v", err)
 	}
-	// The controller exits when a kind it watches is not served yet ("no matches for kind SandboxWarmPool"): the CRDs
-	// first, in discovery.
-	for gv, rs := range map[string][]string{"agents.x-k8s.io/v1beta1": {"sandboxes"},
-		"extensions.agents.x-k8s.io/v1beta1": {"sandboxtemplates", "sandboxwarmpools", "sandboxclaims"}} {
-		err := Poll(ctx, 250*time.Millisecond, 60*time.Second, gv+" served", func(ctx context.Context) (bool, error) {
-			l, err := c.Admin.Discovery().ServerResourcesForGroupVersion(gv)
-			if err != nil {
-				return false, nil
-			}
-			n := 0
-			for _, r := range l.APIResources {
-				if slices.Contains(rs, r.Name) {
-					n++
-				}
-			}
-			return n == len(rs), nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	// ApplyDir waited until discovery serves each CRD: the controller exits on a kind it does not list yet
 	if err := c.Apply(ctx, agentObject(t, "namespace.yaml")); err != nil {
 		t.Fatal(err)
 	}
