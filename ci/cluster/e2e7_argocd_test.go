@@ -221,8 +221,9 @@ func (c *Cluster) argoInstall(ctx context.Context, dir string) error {
 		if err := c.Apply(ctx, o); err != nil {
 			return err
 		}
-		if o.GetKind() == "Namespace" {
-			if err := c.waitDefaultServiceAccount(ctx, o.GetName()); err != nil {
+		// as ApplyDir: the controllers start next, and one started on a kind discovery does not serve yet may exit
+		if k := o.GetKind(); k == "Namespace" || k == "CustomResourceDefinition" {
+			if err := c.waitHealthy(ctx, o); err != nil {
 				return err
 			}
 		}
