@@ -28,6 +28,8 @@ import (
 //   - record mode (GVZT_RECORD): appends a listing of the host tree and of TMPDIR's top level to the record file;
 //   - kill mode (GVZT_KILL, a glob): when the glob matches an existing path, writes GVZT_HIT and blocks, and the test
 //     kills the run's whole process group with SIGKILL (as the kubelet kills a container: every process in it).
+//   - calls mode (GVZT_CALLS, a file): appends each call, the applet and its arguments, to that file (what a run
+//     costs: TestInstallHashesEachFileOnce).
 // An uninterrupted reference run in record mode lists every path the script creates (transient or not) and at which
 // applet call it first exists; each such step is then killed right after it, on a fresh host, followed by a second,
 // plain run.
@@ -67,7 +69,7 @@ _gvzt_hook() {
     fi
 }
 for _gvzt_a in @APPLETS@; do
-    eval "$_gvzt_a() { _gvzt_hook $_gvzt_a; command $_gvzt_a \"\$@\"; }"
+    eval "$_gvzt_a() { [ -z \"\${GVZT_CALLS:-}\" ] || echo \"$_gvzt_a \$*\" >>\"\$GVZT_CALLS\"; _gvzt_hook $_gvzt_a; command $_gvzt_a \"\$@\"; }"
 done
 `
 

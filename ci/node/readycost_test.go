@@ -3,6 +3,8 @@
 package node
 
 import (
+	"crypto/sha512"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -171,5 +173,68 @@ func watchOpens(t *testing.T, dirs ...string) func() []string {
 		}
 		slices.Sort(out)
 		return out
+	}
+}
+
+// TestInstallHashesEachFileOnce: a fresh install hashes each file of the release once before it installs it (the
+// verified download itself where the layout installs it as is, each file staged from an archive) and then the
+// installed files once (sha512sum -c, just before the stamp). A release is ~200 MB, and each pass of busybox's
+// sha512 over it is seconds of CPU on a small node: staging used to copy the verified binaries and hash them again,
+// and the shim a third time.
+func TestInstallHashesEachFileOnce(t *testing.T) {
+	t.Parallel()
+	for _, tag := range []string{tagBin, tagArch} {
+		t.Run(tag, func(t *testing.T) {
+			t.Parallel()
+			h := newHost(t, "24")
+			calls := filepath.Join(h.Dir, "calls")
+			cmd := h.hookedCmd("install-runsc.sh", map[string]string{"GVISOR_VERSION": tag}, "GVZT_CALLS="+calls)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("install-runsc: %v\n%s", err, out)
+			}
+			b, err := os.ReadFile(calls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hashed, checks := map[string]int{}, 0
+			for _, l := range strings.Split(string(b), "\n") {
+				f := strings.Fields(l)
+				switch {
+				case len(f) < 2 || f[0] != "sha512sum":
+				case f[1] == "-c":
+					checks++
+				default:
+					hashed[filepath.Base(f[len(f)-1])]++
+				}
+			}
+			for _, name := range []string{"runsc", "containerd-shim-runsc-v1"} {
+				if hashed[name] != 1 {
+					t.Errorf("%s hashed %d times before it was installed, want once", name, hashed[name])
+				}
+			}
+			for name, n := range hashed {
+				if n > 1 && name != "runsc" && name != "containerd-shim-runsc-v1" {
+					t.Errorf("%s hashed %d times before it was installed, want once", name, n)
+				}
+			}
+			if checks != 1 {
+				t.Errorf("the installed files were checked %d times (sha512sum -c), want once", checks)
+			}
+			t.Logf("hashed before install: %v; installed files checked %d time(s)", hashed, checks)
+			// what the stamp records verifies on disk, as without the hook
+			for _, l := range strings.Split(h.read(idir+"/.gvisorgen-runsc.stamp"), "\n") {
+				f := strings.Fields(l)
+				if len(f) != 3 || f[0] != "file" {
+					continue
+				}
+				data, err := os.ReadFile(h.P(idir + "/" + f[2]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum := sha512.Sum512(data); hex.EncodeToString(sum[:]) != f[1] {
+					t.Errorf("the stamp records %s for %s, which hashes to %x", f[1], f[2], sum)
+				}
+			}
+		})
 	}
 }

@@ -380,6 +380,23 @@ verify() {
     echo "$got $how"
 }
 
+# KNOWN: "<name> <sha512>" lines of staged files whose bytes this run hashed already (a verified download renamed into
+# the stage, a binary the archive's pins checked), so that each release file is hashed once before it is installed and
+# once as installed, not three times (each hash of a ~200 MB release is seconds of CPU on a small node).
+nl='
+'
+KNOWN=$nl
+# staged_sum NAME : sets SUM to the sha512 of $stage/NAME, from KNOWN or hashed now.
+staged_sum() {
+    case $KNOWN in
+    *"$nl$1 "*)
+        SUM=${KNOWN#*"$nl$1 "}
+        SUM=${SUM%%"$nl"*}
+        ;;
+    *) SUM=$(gvz_sha512 "$stage/$1") ;;
+    esac
+}
+
 if [ -z "$REUSE" ]; then
     mkdir -p "$GVZ_TMP/dl" "$GVZ_TMP/x"
     sources=""
@@ -394,6 +411,7 @@ if [ -z "$REUSE" ]; then
         digest=$(verify "$a" "$GVZ_TMP/dl/$a") || exit 1
         sources="$sources
     source $a $digest"
+        KNOWN="$KNOWN$a ${digest%% *}$nl"
     done
 
     # --- stage the files to install -------------------------------------------------------------------------------------
@@ -427,13 +445,17 @@ if [ -z "$REUSE" ]; then
             gvz_log "WARNING: gvisor.tar.bz2 has no gvisor-bin/gvisor_sentry: runsc will boot sandboxes with itself, a fallback runsc deprecates (it stops working after 2026-10)"
         fi
     else
-        cp "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/"
+        # renamed, not copied: the very bytes verify() hashed (KNOWN holds their digests), in this run's private folder
+        mv "$GVZ_TMP/dl/runsc" "$GVZ_TMP/dl/containerd-shim-runsc-v1" "$stage/" || gvz_die "cannot stage the downloaded binaries in $GVZ_TMP"
     fi
     # Pins for the binaries themselves also hold for the ones inside an archive.
     if [ "$LAYOUT" = archive ]; then
         for f in runsc containerd-shim-runsc-v1; do
             p=$(gvz_pin "$ARCH" "$f")
-            [ -z "$p" ] || [ "$(gvz_sha512 "$stage/$f")" = "$p" ] || gvz_die "sha512 mismatch for $f inside gvisor.tar.bz2 against the pinned digest of $ARCH/$f"
+            [ -n "$p" ] || continue
+            staged_sum "$f"
+            [ "$SUM" = "$p" ] || gvz_die "sha512 mismatch for $f inside gvisor.tar.bz2 against the pinned digest of $ARCH/$f"
+            KNOWN="$KNOWN$f $SUM$nl"
         done
     fi
     [ -s "$stage/runsc" ] || gvz_die "runsc is empty"
@@ -486,12 +508,16 @@ if [ -z "$REUSE" ]; then
         [ ! -L "$REL" ] || gvz_die "$GVZ_RELEASES became a symlink; nothing was installed"
     fi
     files=""
+    shim_sum=""
     while IFS= read -r f; do
+        staged_sum "$f"
         files="$files
-file $(gvz_sha512 "$stage/$f") $VDIR/$f"
+file $SUM $VDIR/$f"
+        [ "$f" != containerd-shim-runsc-v1 ] || shim_sum=$SUM
     done <"$GVZ_TMP/install.list"
+    [ -n "$shim_sum" ] || gvz_die "the install list names no containerd-shim-runsc-v1"
     files="$files
-file $(gvz_sha512 "$stage/containerd-shim-runsc-v1") containerd-shim-runsc-v1
+file $shim_sum containerd-shim-runsc-v1
 file $DISPATCH_SUM $GVZ_DISPATCH_NAME"
     # What this run installs, before the first file: see INSTALLING above.
     {
