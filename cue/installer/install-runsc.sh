@@ -411,7 +411,8 @@ if [ -z "$REUSE" ]; then
         digest=$(verify "$a" "$GVZ_TMP/dl/$a") || exit 1
         sources="$sources
     source $a $digest"
-        KNOWN="$KNOWN$a ${digest%% *}$nl"
+        # the binaries layout stages the downloads themselves (an archive's digest is of no staged file)
+        [ "$LAYOUT" = archive ] || KNOWN="$KNOWN$a ${digest%% *}$nl"
     done
 
     # --- stage the files to install -------------------------------------------------------------------------------------
