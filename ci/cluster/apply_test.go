@@ -120,7 +120,7 @@ func (c *Cluster) ApplyDir(ctx context.Context, dir string) error {
 		if err := c.Apply(ctx, o); err != nil {
 			return err
 		}
-		if k := o.GetKind(); k == "Namespace" || k == "CustomResourceDefinition" {
+		if awaited(o) {
 			pending = append(pending, o)
 		}
 		if last := i == len(objs)-1; last || SyncWave(objs[i+1]) != SyncWave(o) || objs[i+1].GetKind() != o.GetKind() {
@@ -133,6 +133,12 @@ func (c *Cluster) ApplyDir(ctx context.Context, dir string) error {
 		}
 	}
 	return nil
+}
+
+// awaited: the kinds whose next objects must wait for them (waitHealthy).
+func awaited(o *unstructured.Unstructured) bool {
+	k := o.GetKind()
+	return k == "Namespace" || k == "CustomResourceDefinition"
 }
 
 // waitHealthy waits for what ApplyDir's next objects need of a Namespace or CRD it applied.

@@ -222,7 +222,7 @@ func (c *Cluster) argoInstall(ctx context.Context, dir string) error {
 			return err
 		}
 		// as ApplyDir: the controllers start next, and one started on a kind discovery does not serve yet may exit
-		if k := o.GetKind(); k == "Namespace" || k == "CustomResourceDefinition" {
+		if awaited(o) {
 			if err := c.waitHealthy(ctx, o); err != nil {
 				return err
 			}
